@@ -1,0 +1,38 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: install demo test test-python lint bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# torch is pinned in the same pip command: unpinned, pip would pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q "$(TORCH_SPEC)" -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	PYTHONUNBUFFERED=1 $(PY) examples/demo.py
+
+test: test-python
+
+test-python: install
+	$(PY) -m pytest --benchmark-skip -q
+
+lint: install
+	$(VENV)/bin/ruff check onthefly tests benchmarks examples
+	$(VENV)/bin/ruff format --check onthefly tests benchmarks examples
+	$(VENV)/bin/mypy
+
+bench: install
+	$(PY) -m pytest benchmarks --benchmark-only -q -p no:randomly
+	$(PY) benchmarks/report.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks

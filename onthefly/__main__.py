@@ -1,0 +1,3 @@
+from onthefly.cli import main
+
+raise SystemExit(main())

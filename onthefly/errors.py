@@ -1,0 +1,53 @@
+"""Exceptions raised by OnTheFly.
+
+Hierarchy::
+
+    OnTheFlyError
+    ├── SessionNotFound      no live session matches what was asked for
+    ├── AmbiguousSession     several live sessions match; name one
+    ├── AuthenticationError  the session refused the token or origin
+    ├── SessionGone          the session closed while a command was in flight
+    ├── CommandError         the session answered a command with an error (``code``)
+    └── ConfigurationError   an argument or input the caller can fix
+
+Every message says what was wrong and what was expected.
+"""
+
+from __future__ import annotations
+
+
+class OnTheFlyError(Exception):
+    """Base class of every error OnTheFly raises on purpose."""
+
+
+class SessionNotFound(OnTheFlyError):
+    """No live session matches the requested run."""
+
+
+class AmbiguousSession(OnTheFlyError):
+    """Several live sessions match the requested run."""
+
+
+class AuthenticationError(OnTheFlyError):
+    """The session refused the connection (wrong token or origin)."""
+
+
+class SessionGone(OnTheFlyError):
+    """The session closed while a command was in flight."""
+
+
+class CommandError(OnTheFlyError):
+    """The session answered a command with an error.
+
+    Attributes:
+        code: the protocol's stable error code (see ``onthefly.protocol.ErrorCode``).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{message} [{code}]")
+        self.code = code
+        self.message = message
+
+
+class ConfigurationError(OnTheFlyError, ValueError):
+    """An argument or input that the caller can fix."""

@@ -1,0 +1,1 @@
+"""The native training loop: a minimal Lightning-like driver of OnTheFly's callbacks."""

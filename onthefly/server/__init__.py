@@ -1,0 +1,1 @@
+"""The in-process session server: a sans-I/O broker plus a thin websocket transport."""

@@ -1,0 +1,26 @@
+"""Shared fixtures: small models run on one CPU thread; every session lives in a tmp home."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def onthefly_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Each test gets its own ONTHEFLY_HOME so discovery files never leak between tests."""
+    home = tmp_path_factory.mktemp("otf-home")
+    monkeypatch.setenv("ONTHEFLY_HOME", str(home))
+    monkeypatch.setenv("ONTHEFLY_KEEP_ALIVE", "0")
+    yield home
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread() -> None:
+    try:
+        import torch
+    except ImportError:  # the CLI tests run without torch imported
+        return
+    torch.set_num_threads(1)
