@@ -1,0 +1,128 @@
+"""The fit loop: epochs of batches, validation at the end of an epoch, in Lightning's hook order.
+
+::
+
+    on_fit_start
+      on_train_start
+        on_train_epoch_start                              (per epoch)
+          on_train_batch_start -> step -> on_train_batch_end   (per batch)
+          [epoch scheduler step] [validation: on_validation_*]
+        on_train_epoch_end
+      on_train_end
+    on_fit_end
+
+``trainer.should_stop`` and ``max_steps`` are checked before every batch, ``max_epochs`` before
+every epoch, as Lightning does; so a callback may raise ``max_epochs`` mid-run to extend it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sized
+from typing import TYPE_CHECKING, Any
+
+from torch.optim.lr_scheduler import ReduceLROnPlateau
+
+from onthefly.native.device import to_device
+from onthefly.native.step import checked_output
+
+if TYPE_CHECKING:
+    from onthefly.native.trainer import Trainer
+
+
+def _length(loader: Iterable[Any]) -> int | None:
+    if isinstance(loader, Sized):
+        try:
+            return len(loader)
+        except TypeError:  # an IterableDataset behind a DataLoader has no length
+            return None
+    return None
+
+
+class FitLoop:
+    """Runs ``fit``; its limits are read live, so they can change while it runs.
+
+    Attributes:
+        max_epochs: stop after this many epochs (``None``: no epoch limit).
+        max_steps: stop after this many optimizer steps (``-1``: no step limit).
+    """
+
+    def __init__(self, trainer: Trainer, max_epochs: int | None, max_steps: int) -> None:
+        self.trainer = trainer
+        self.max_epochs = max_epochs
+        self.max_steps = max_steps
+
+    @property
+    def steps_done(self) -> bool:
+        """Whether ``max_steps`` optimizer steps have been taken."""
+        return self.max_steps != -1 and self.trainer.global_step >= self.max_steps
+
+    @property
+    def done(self) -> bool:
+        """Whether training is over: a limit reached, or ``trainer.should_stop`` set."""
+        trainer = self.trainer
+        epochs_done = self.max_epochs is not None and trainer.current_epoch >= self.max_epochs
+        return epochs_done or self.steps_done or trainer.should_stop
+
+    def run(self) -> None:
+        """Train until :attr:`done`."""
+        trainer = self.trainer
+        hooks = trainer._hooks
+        with hooks.paired("fit"), hooks.paired("train"):
+            while not self.done:
+                self._run_epoch()
+                trainer.current_epoch += 1
+
+    def _run_epoch(self) -> None:
+        trainer = self.trainer
+        loader = trainer.train_loader
+        assert loader is not None
+        trainer._progress.start_epoch(trainer.current_epoch, _length(loader))
+        with trainer._hooks.paired("train_epoch"):
+            completed = self._run_batches(loader)
+            trainer._progress.close()
+            trainer.callback_metrics.update(trainer._metrics.compute("train"))
+            scheduler = trainer.scheduler
+            per_epoch = scheduler is not None and trainer.scheduler_interval == "epoch"
+            if completed and per_epoch and not isinstance(scheduler, ReduceLROnPlateau):
+                scheduler.step()
+            if trainer._validation_due() and (completed or trainer.should_stop):
+                trainer._evaluate("validation")
+                if isinstance(scheduler, ReduceLROnPlateau):
+                    scheduler.step(trainer.callback_metrics["val_loss"])
+
+    def _run_batches(self, loader: Iterable[Any]) -> bool:
+        """Run the epoch's batches; ``True`` when the loader was exhausted."""
+        total = _length(loader)
+        batches = iter(loader)
+        batch_idx = 0
+        while not (self.trainer.should_stop or self.steps_done):
+            if batch_idx == total:
+                return True
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return True
+            self._run_batch(batch, batch_idx)
+            batch_idx += 1
+        return batch_idx == total
+
+    def _run_batch(self, raw: Any, batch_idx: int) -> None:
+        trainer = self.trainer
+        state = trainer._state
+        assert state is not None
+        batch = to_device(raw, state.device)
+        state.step, state.epoch, state.batch_idx = (
+            trainer.global_step,
+            trainer.current_epoch,
+            batch_idx,
+        )
+        steps_before = trainer.global_step
+        with trainer._hooks.paired("train_batch", batch, batch_idx) as end:
+            outputs = checked_output(trainer._training_step(batch, state), "training")
+            trainer.callback_metrics.update(outputs)
+            # Per-step schedules follow real optimizer steps (none while accumulating).
+            stepped = trainer.global_step > steps_before
+            if stepped and trainer.scheduler is not None and trainer.scheduler_interval == "step":
+                trainer.scheduler.step()
+            end.args = (outputs, batch, batch_idx)
+        trainer._progress.advance(trainer.global_step, outputs["loss"])

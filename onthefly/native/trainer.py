@@ -1,0 +1,441 @@
+"""``onthefly.Trainer``: train a plain PyTorch model with OnTheFly's callbacks attached."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+from onthefly.errors import ConfigurationError
+from onthefly.native.config import (
+    check_fit_args,
+    check_limits,
+    rank_and_world_size,
+    session_enabled,
+)
+from onthefly.native.device import resolve_device
+from onthefly.native.evaluation import evaluate
+from onthefly.native.hooks import Hooks, callback_list
+from onthefly.native.loop import FitLoop
+from onthefly.native.metrics import StageMetrics
+from onthefly.native.optimizer_steps import observe_steps
+from onthefly.native.precision import make_autocast, make_scaler, parse_precision
+from onthefly.native.progress import ProgressBar
+from onthefly.native.state import StepState
+from onthefly.native.step import DefaultTrainingStep, default_evaluation_step
+
+_log = logging.getLogger("onthefly")
+
+StepFn = TypeVar("StepFn", bound=Callable[..., Any])
+
+
+class Trainer:
+    """A minimal Lightning-like loop for plain PyTorch that drives Lightning callbacks.
+
+    Callbacks get Lightning's hooks in Lightning's order (see ``docs/hook-order.md``) with the
+    user's ``nn.Module`` as ``pl_module``. The loop adds nothing to the training itself: no
+    reseeding, no clipping and no mixed precision unless asked, DataLoaders untouched. On CPU its
+    per-step losses equal a hand-written ``zero_grad / loss_fn(model(x), y) / backward / step``
+    loop bit for bit.
+
+    Args:
+        project: the project the run belongs to (groups runs in the dashboard).
+        run_name: the run's name; the session picks one when ``None``.
+        max_epochs: stop after this many epochs (``None`` or ``-1``: no epoch limit).
+        max_steps: stop after this many optimizer steps (``None``: no step limit). One of the two
+            limits is required. Both stay writable during the run (``trainer.max_epochs``, or
+            Lightning's spelling ``trainer.fit_loop.max_epochs``).
+        do_test_after: evaluate ``test_loader`` when training ends (done by the session).
+        val_every_n_epochs: validate on ``val_loader`` every n epochs; ``0`` never.
+        callbacks: Lightning callbacks (or any objects with Lightning-named hook methods).
+        precision: ``"32"``, ``"bf16-mixed"`` or ``"16-mixed"`` (autocast; a gradient scaler
+            only for ``"16-mixed"`` on CUDA).
+        device: where to train; default CUDA, else MPS, else CPU. Model and batches move there.
+        grad_clip_norm: clip the global gradient norm (default step only); ``None``: no clipping.
+        metrics: ``{"acc": torchmetrics.Accuracy(...)}``; updated by the default step with
+            ``(preds, target)``, computed at each epoch's end into ``callback_metrics``
+            (validation and test copies as ``val_acc`` / ``test_acc``). torchmetrics' input
+            checks read values back from the device; ``validate_args=False`` avoids that sync.
+        progress_bar: show a tqdm bar (epoch, step, loss) on stderr.
+        session: attach the OnTheFly session (live dashboard). ``None`` (default) means on,
+            unless the environment sets ``ONTHEFLY_SESSION=0``; ``False`` runs the bare loop.
+        **session_options: further keyword arguments for the session callback
+            (``onthefly.OnTheFly``).
+
+    Raises:
+        ConfigurationError: for an invalid argument (the message says what was expected).
+
+    Example:
+        >>> trainer = onthefly.Trainer(project="mnist", max_epochs=3, val_every_n_epochs=1)
+        >>> trainer.fit(model=model, optimizer=opt, loss_fn=nn.CrossEntropyLoss(),
+        ...             train_loader=train, val_loader=val)
+    """
+
+    def __init__(
+        self,
+        project: str,
+        run_name: str | None = None,
+        max_epochs: int | None = None,
+        max_steps: int | None = None,
+        do_test_after: bool = False,
+        val_every_n_epochs: int = 0,
+        callbacks: Sequence[object] | object = (),
+        precision: str | int = "32",
+        device: str | torch.device | None = None,
+        grad_clip_norm: float | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        progress_bar: bool = True,
+        session: bool | None = None,
+        **session_options: Any,
+    ) -> None:
+        if not isinstance(project, str) or not project.strip():
+            raise ConfigurationError(f"project={project!r}; expected a non-empty name")
+        if not isinstance(val_every_n_epochs, int) or val_every_n_epochs < 0:
+            raise ConfigurationError(
+                f"val_every_n_epochs={val_every_n_epochs!r}; expected an int >= 0 (0: never)"
+            )
+        if grad_clip_norm is not None and not grad_clip_norm > 0:
+            raise ConfigurationError(f"grad_clip_norm={grad_clip_norm!r}; expected > 0 or None")
+        self.project = project
+        self.run_name = run_name
+        self.do_test_after = do_test_after
+        self.val_every_n_epochs = val_every_n_epochs
+        self.precision = parse_precision(precision)
+        self.device = resolve_device(device)
+        self.fit_loop = FitLoop(self, *check_limits(max_epochs, max_steps))
+
+        # TrainerHost: the surface callbacks may touch.
+        self.current_epoch = 0
+        self.global_step = 0
+        self.should_stop = False
+        self.callback_metrics: dict[str, Any] = {}
+        self.global_rank, self.world_size = rank_and_world_size()
+        self.is_global_zero = self.global_rank == 0
+        self.sanity_checking = False  # Lightning callbacks read it; no sanity check runs here
+
+        self.model: nn.Module | None = None
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.loss_fn: Callable[..., torch.Tensor] | None = None
+        self.train_loader: Iterable[Any] | None = None
+        self.val_loader: Iterable[Any] | None = None
+        self.test_loader: Iterable[Any] | None = None
+        self.scheduler: Any = None
+        self.scheduler_interval = "epoch"
+        self.evaluation_label: str | None = None
+
+        self._session = session_enabled(session)
+        if session_options and not self._session:
+            raise ConfigurationError(
+                f"session options {sorted(session_options)} were given with the session off; "
+                "drop them or enable the session"
+            )
+        self._session_options = session_options
+        self.callbacks: list[object] = self._session_callbacks() + callback_list(callbacks)
+        self._hooks = Hooks(self, self.callbacks)
+        self._metrics = StageMetrics(metrics, self.device)
+        self._progress = ProgressBar(progress_bar and self.is_global_zero)
+        self._default_step = DefaultTrainingStep(self._hooks, grad_clip_norm)
+        self._training_step: Callable[[Any, StepState], Any] = self._default_step
+        self._validation_step: Callable[[Any, StepState], Any] = default_evaluation_step
+        self._custom_training_step = False
+        self._state: StepState | None = None
+        self._fitting = False
+
+    # --- the session: the one place the OnTheFly callback is attached ---------------------
+
+    def _session_callbacks(self) -> list[object]:
+        """The OnTheFly session callback built from this Trainer's arguments, placed first."""
+        if not self._session:
+            return []
+        try:
+            from onthefly.callbacks.onthefly import OnTheFly
+        except ModuleNotFoundError as exc:
+            # Tolerated so that the loop stays usable in a checkout without the session module.
+            if exc.name != "onthefly.callbacks.onthefly":
+                raise
+            _log.warning("onthefly.callbacks.onthefly is unavailable; training without a session")
+            return []
+        session = OnTheFly(
+            project=self.project,
+            run_name=self.run_name,
+            do_test_after=self.do_test_after,
+            **self._session_options,
+        )
+        return [session]
+
+    # --- TrainerHost ----------------------------------------------------------------------
+
+    @property
+    def lightning_module(self) -> nn.Module | None:
+        """The model being trained: the user's plain ``nn.Module`` (not a LightningModule)."""
+        return self.model
+
+    @property
+    def max_epochs(self) -> int | None:
+        """Epoch limit, writable during the run (same as ``fit_loop.max_epochs``)."""
+        return self.fit_loop.max_epochs
+
+    @max_epochs.setter
+    def max_epochs(self, value: int | None) -> None:
+        self.fit_loop.max_epochs = value
+
+    @property
+    def max_steps(self) -> int:
+        """Optimizer-step limit (``-1``: none), writable during the run."""
+        return self.fit_loop.max_steps
+
+    @max_steps.setter
+    def max_steps(self, value: int) -> None:
+        self.fit_loop.max_steps = value
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        """The run's optimizers (Lightning's name): ``[optimizer]`` once ``fit`` started."""
+        return [] if self.optimizer is None else [self.optimizer]
+
+    @property
+    def grad_norm(self) -> torch.Tensor | None:
+        """Total gradient norm (before clipping) at the last default step when
+        ``grad_clip_norm`` is set; ``None`` otherwise. A tensor: reading it syncs."""
+        return self._default_step.grad_norm
+
+    # --- steps ----------------------------------------------------------------------------
+
+    def training_step(self, fn: StepFn) -> StepFn:
+        """Register ``fn(batch, state) -> dict`` as the training step (a decorator).
+
+        ``fn`` owns the update: it zeroes gradients, calls backward and steps the optimizer
+        (through ``state.scaler``) when it wants to, e.g. every 4 micro-batches. The trainer
+        counts the optimizer's real steps in ``global_step`` and fires
+        ``on_before_optimizer_step`` before each; ``state.backward(loss)`` fires the backward
+        hooks. The returned dict must hold ``"loss"``; other keys go to ``callback_metrics``.
+
+        Args:
+            fn: the step function; returned unchanged.
+
+        Raises:
+            ConfigurationError: when ``fn`` is not callable.
+
+        Example:
+            >>> @trainer.training_step
+            ... def step(batch, state):
+            ...     x, y = batch
+            ...     loss = state.loss_fn(state.model(x), y)
+            ...     loss.backward()
+            ...     state.optimizer.step()
+            ...     state.optimizer.zero_grad()
+            ...     return {"loss": loss}
+        """
+        self._training_step = _callable(fn, "training_step")
+        self._custom_training_step = True
+        return fn
+
+    def validation_step(self, fn: StepFn) -> StepFn:
+        """Register ``fn(batch, state) -> dict`` as the validation and test step (a decorator).
+
+        It runs in eval mode under ``torch.no_grad()``; the dict must hold ``"loss"`` (averaged
+        over samples, weighted by batch size).
+
+        Args:
+            fn: the step function; returned unchanged.
+
+        Raises:
+            ConfigurationError: when ``fn`` is not callable.
+        """
+        self._validation_step = _callable(fn, "validation_step")
+        return fn
+
+    # --- running ----------------------------------------------------------------------------
+
+    def fit(
+        self,
+        model: nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        loss_fn: Callable[..., torch.Tensor] | None = None,
+        train_loader: Iterable[Any] | None = None,
+        val_loader: Iterable[Any] | None = None,
+        test_loader: Iterable[Any] | None = None,
+        scheduler: Any = None,
+        scheduler_interval: str = "epoch",
+    ) -> None:
+        """Train ``model`` until ``max_epochs`` / ``max_steps`` or ``should_stop``.
+
+        Calling ``fit`` again continues from the current epoch and step (raise the limits first).
+
+        Args:
+            model: the ``nn.Module`` to train; moved to the trainer's device.
+            optimizer: a ``torch.optim.Optimizer`` over the model's parameters.
+            loss_fn: ``loss_fn(model(x), y)``; required by the default steps.
+            train_loader: the training batches (any iterable; DataLoaders are used as given).
+            val_loader: validation batches, used every ``val_every_n_epochs``.
+            test_loader: test batches, used by :meth:`run_test`.
+            scheduler: an LR scheduler, stepped after each epoch or each optimizer step;
+                ``ReduceLROnPlateau`` is stepped with ``val_loss`` after each validation.
+            scheduler_interval: ``"epoch"`` or ``"step"``.
+
+        Raises:
+            ConfigurationError: for a missing or invalid argument.
+            BaseException: whatever the run raised, after ``on_exception`` and ``teardown``.
+        """
+        check_fit_args(
+            model,
+            optimizer,
+            loss_fn,
+            train_loader,
+            val_loader,
+            scheduler,
+            scheduler_interval,
+            self.val_every_n_epochs,
+            self._custom_training_step,
+        )
+        assert model is not None and optimizer is not None
+        self.model = model.to(self.device)
+        if isinstance(loss_fn, nn.Module):
+            loss_fn = loss_fn.to(self.device)
+        self.optimizer, self.loss_fn = optimizer, loss_fn
+        self.train_loader, self.val_loader, self.test_loader = train_loader, val_loader, test_loader
+        self.scheduler, self.scheduler_interval = scheduler, scheduler_interval
+        self.should_stop = False
+        self._state = StepState(
+            model=self.model,
+            optimizer=optimizer,
+            loss_fn=loss_fn,
+            device=self.device,
+            autocast=make_autocast(self.precision, self.device),
+            scaler=make_scaler(self.precision, self.device),
+            scheduler=scheduler,
+            metrics=self._metrics.by_stage["train"],
+            _hooks=self._hooks,
+        )
+        # The default step fires on_before_optimizer_step itself (before clipping, as
+        # Lightning does); a custom step's optimizer.step() is observed instead.
+        before = self._before_optimizer_step if self._custom_training_step else None
+        with self._stage("fit"), observe_steps(optimizer, before, self._count_step):
+            self._fitting = True
+            try:
+                self.fit_loop.run()
+            finally:
+                self._fitting = False
+
+    def run_validation(self) -> dict[str, Any]:
+        """Evaluate ``val_loader`` now (firing the ``on_validation_*`` hooks).
+
+        Usable after ``fit`` or from a callback at a batch boundary during it; training is not
+        affected (eval mode and no grad for the duration, RNG state restored).
+
+        Returns:
+            ``{"loss": mean loss over samples, **metrics}``; also in ``callback_metrics`` as
+            ``val_loss``, ``val_<metric>``.
+
+        Raises:
+            ConfigurationError: before ``fit``, or without a ``val_loader``.
+        """
+        return _numbers(self._run_evaluation("validation"))
+
+    def run_test(self, label: str | None = None) -> dict[str, Any]:
+        """Evaluate ``test_loader`` now (firing the ``on_test_*`` hooks in Lightning's order).
+
+        Usable after ``fit`` (then wrapped in ``setup``/``teardown`` with ``stage="test"``, like
+        ``lightning.Trainer.test``) or from a callback at a batch boundary during it; training is
+        not affected (eval mode and no grad for the duration, RNG state restored).
+
+        Args:
+            label: a name for this evaluation, readable by callbacks as
+                ``trainer.evaluation_label`` during the ``on_test_*`` hooks.
+
+        Returns:
+            ``{"loss": mean loss over samples, **metrics}``; also in ``callback_metrics`` as
+            ``test_loss``, ``test_<metric>``.
+
+        Raises:
+            ConfigurationError: before ``fit``, or without a ``test_loader``.
+        """
+        self.evaluation_label = label
+        try:
+            return _numbers(self._run_evaluation("test"))
+        finally:
+            self.evaluation_label = None
+
+    def callback_states(self) -> dict[str, dict[str, Any]]:
+        """Each stateful callback's ``state_dict()``, keyed by its ``state_key``
+        (what Lightning stores under ``checkpoint["callbacks"]``)."""
+        return self._hooks.state_dicts()
+
+    def load_callback_states(self, states: Mapping[str, Mapping[str, Any]]) -> None:
+        """Restore callbacks from :meth:`callback_states` output (``load_state_dict`` each)."""
+        self._hooks.load_state_dicts(states)
+
+    # --- internals used by the loops ------------------------------------------------------
+
+    def _validation_due(self) -> bool:
+        n = self.val_every_n_epochs
+        return n > 0 and self.val_loader is not None and (self.current_epoch + 1) % n == 0
+
+    def _evaluate(self, stage: str) -> dict[str, torch.Tensor]:
+        assert self._state is not None
+        loader = self.val_loader if stage == "validation" else self.test_loader
+        assert loader is not None
+        state = dataclasses.replace(self._state, metrics=self._metrics.by_stage[stage])
+        return evaluate(
+            stage,
+            loader,
+            self._validation_step,
+            state,
+            self._hooks,
+            self._metrics,
+            self.callback_metrics,
+        )
+
+    def _run_evaluation(self, stage: str) -> dict[str, torch.Tensor]:
+        validating = stage == "validation"
+        method = "run_validation" if validating else "run_test"
+        arg = "val_loader" if validating else "test_loader"
+        if self._state is None:
+            raise ConfigurationError(f"{method}() needs a model: call fit() first")
+        if getattr(self, arg) is None:
+            raise ConfigurationError(f"{method}() found no {arg}; pass {arg}= to fit()")
+        if self._fitting:
+            return self._evaluate(stage)
+        with self._stage("validate" if validating else "test"):
+            return self._evaluate(stage)
+
+    @contextmanager
+    def _stage(self, stage: str) -> Iterator[None]:
+        # Unlike Lightning, teardown also runs after an exception (and after Ctrl-C), so
+        # callbacks always release what they opened; the exception is then re-raised.
+        try:
+            self._hooks.call("setup", stage=stage)
+            yield
+        except BaseException as exc:
+            self._hooks.call("on_exception", exc)
+            raise
+        finally:
+            self._progress.close()
+            self._hooks.call("teardown", stage=stage)
+
+    def _before_optimizer_step(self) -> None:
+        self._hooks.call("on_before_optimizer_step", self.optimizer)
+
+    def _count_step(self) -> None:
+        self.global_step += 1
+
+
+def _callable(fn: Any, name: str) -> Any:
+    if not callable(fn):
+        raise ConfigurationError(
+            f"@trainer.{name} got {fn!r}; expected a function fn(batch, state) -> dict"
+        )
+    return fn
+
+
+def _numbers(results: Mapping[str, Any]) -> dict[str, Any]:
+    # One host sync per evaluation: the results leave the device here.
+    return {
+        k: float(v) if isinstance(v, torch.Tensor) and v.numel() == 1 else v
+        for k, v in results.items()
+    }
