@@ -17,11 +17,11 @@ dashboard's TypeScript types.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION: Final = 1
 """Bumped on any incompatible change of the messages below."""
 
 MAX_FRAME_BYTES = 1 << 20
@@ -32,6 +32,9 @@ Split = Literal["train", "val", "test"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 Metrics = dict[str, float | None]
 RunRef = Annotated[str, Field(min_length=1, max_length=200)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+"""A float that cannot be ``null`` on the wire: NaN or infinity fails when the message is
+built, rather than being sent as a ``null`` that every receiver rejects."""
 
 ErrorCode = Literal[
     "bad_json",  # the frame is not a JSON object
@@ -84,7 +87,7 @@ class Series(Message):
 class LogRecord(Message):
     """A forwarded Python ``logging`` record or warning."""
 
-    time: float
+    time: FiniteFloat
     level: LogLevel
     logger: str
     message: str
@@ -100,7 +103,7 @@ class RunInfo(Message):
     state: RunState
     step: int
     epoch: int
-    started_at: float
+    started_at: FiniteFloat
     latest: Metrics = Field(default_factory=dict)
 
 
@@ -126,7 +129,7 @@ class EventBase(Message):
     session: str
     run: str
     seq: int = Field(ge=1)
-    time: float
+    time: FiniteFloat
 
 
 class RunStarted(EventBase):
@@ -189,7 +192,7 @@ class TestResult(EventBase):
     step: int
     loss: float | None
     metrics: Metrics
-    duration: float
+    duration: FiniteFloat
 
 
 Event = Annotated[
@@ -209,7 +212,7 @@ class Hello(Message):
     session: str
     server: str
     project: str
-    time: float
+    time: FiniteFloat
     max_frame_bytes: int = MAX_FRAME_BYTES
 
 
@@ -227,7 +230,7 @@ class Snapshot(Message):
     v: Literal[1] = PROTOCOL_VERSION
     session: str
     seq: int = Field(ge=0)
-    time: float
+    time: FiniteFloat
     runs: list[RunSnapshot]
     logs: list[LogRecord]
 

@@ -1,0 +1,176 @@
+"""The ``onthefly`` command: list, inspect, watch and steer live training sessions.
+
+Each subcommand is one small function registered in :data:`SUBCOMMANDS`; adding one means
+writing the function and one table row. Exit codes: 0 ok, 1 the command failed (the session
+answered with an error or went away), 2 usage error or no reachable session, 130 Ctrl+C.
+Errors go to stderr as one line, never a traceback. Never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from onthefly import __version__, _format
+from onthefly.errors import (
+    AmbiguousSession,
+    AuthenticationError,
+    ConfigurationError,
+    OnTheFlyError,
+    SessionNotFound,
+)
+
+if TYPE_CHECKING:
+    from onthefly.client import Client
+
+OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
+_UNREACHABLE = (SessionNotFound, AmbiguousSession, AuthenticationError, ConfigurationError)
+
+
+def _print_json(document: Any) -> None:
+    print(json.dumps(document, allow_nan=False))
+
+
+def _emit(args: argparse.Namespace, data: dict[str, Any], text: Callable[[], str]) -> None:
+    """The reply as one JSON document with ``--json``, else as readable text."""
+    if args.json:
+        _print_json(data)
+    else:
+        print(text())
+
+
+def _client(args: argparse.Namespace) -> Client:
+    # Imported here so that `onthefly runs` and `--help` never load websockets.
+    from onthefly.client import connect
+
+    return connect(args.run)
+
+
+# ---------------------------------------------------------------------- subcommands
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from onthefly.server.discovery import list_sessions, sessions_dir
+
+    found = list_sessions()
+    if args.json:
+        secret = ("token", "url")  # the URL carries the token too
+        _print_json([{k: v for k, v in vars(s).items() if k not in secret} for s in found])
+    else:
+        print(_format.sessions(found, str(sessions_dir())))
+    return OK
+
+
+def _status(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        data = client.status()
+    _emit(args, data, lambda: _format.status(data))
+    return OK
+
+
+def _watch(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        for message in client.watch():
+            print(message.model_dump_json() if args.json else _format.stream_line(message))
+            sys.stdout.flush()  # a line per event, also when piped
+    return OK
+
+
+def _control(call: Callable[[Client, argparse.Namespace], dict[str, Any]]) -> Callable[..., int]:
+    """A subcommand that sends one control command and prints its reply."""
+
+    def run(args: argparse.Namespace) -> int:
+        with _client(args) as client:
+            data = call(client, args)
+        _emit(args, data, lambda: _format.reply(args.command, data))
+        return OK
+
+    return run
+
+
+def _resume_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--epochs", type=int, metavar="N", help="train N more epochs")
+    parser.add_argument("--steps", type=int, metavar="N", help="train N more optimizer steps")
+
+
+def _test_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--label", metavar="L", help="name of this evaluation (default test_N)")
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """One row of the CLI: its name, help line, handler and extra arguments."""
+
+    name: str
+    help: str
+    handler: Callable[[argparse.Namespace], int]
+    arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    takes_run: bool = True
+
+
+SUBCOMMANDS: tuple[Subcommand, ...] = (
+    Subcommand("runs", "list live sessions", _runs, takes_run=False),
+    Subcommand("status", "state, step, epoch and latest metrics of a run", _status),
+    Subcommand("watch", "print the run's events until it finishes (Ctrl+C to leave)", _watch),
+    Subcommand("pause", "pause at the next batch boundary", _control(lambda c, a: c.pause())),
+    Subcommand(
+        "resume",
+        "resume a paused run",
+        _control(lambda c, a: c.resume(epochs=a.epochs, steps=a.steps)),
+        _resume_arguments,
+    ),
+    Subcommand("stop", "stop the run at the next batch boundary", _control(lambda c, a: c.stop())),
+    Subcommand(
+        "test",
+        "evaluate the test loader now",
+        _control(lambda c, a: c.test(a.label)),
+        _test_arguments,
+    ),
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand in :data:`SUBCOMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="onthefly",
+        description="Watch and steer live OnTheFly training sessions on this machine.",
+        epilog="RUN is a run name, PROJECT/RUN or a port; omit it when one session is live.",
+    )
+    parser.add_argument("--version", action="version", version=f"onthefly {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for sub in SUBCOMMANDS:
+        child = commands.add_parser(sub.name, help=sub.help, description=sub.help)
+        if sub.takes_run:
+            child.add_argument("run", nargs="?", metavar="RUN", help="which session")
+        child.add_argument("--json", action="store_true", help="machine-readable output")
+        if sub.arguments is not None:
+            sub.arguments(child)
+        child.set_defaults(handler=sub.handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit code (the ``onthefly`` console script).
+
+    Example:
+        >>> main(["pause", "mnist/baseline"])  # doctest: +SKIP
+        pause: paused at step 118, epoch 1
+        0
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.handler(args)
+        return code
+    except KeyboardInterrupt:
+        print("onthefly: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except _UNREACHABLE as exc:
+        print(f"onthefly: {exc}", file=sys.stderr)
+        return USAGE
+    except (OnTheFlyError, TimeoutError) as exc:
+        print(f"onthefly: {exc}", file=sys.stderr)
+        return FAILED

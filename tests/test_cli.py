@@ -1,0 +1,242 @@
+"""The ``onthefly`` command against a real session server, in-process and as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from subprocess import Popen
+from typing import Any
+
+import pytest
+
+from onthefly.cli import SUBCOMMANDS, main
+from tests.live_session import Training, live_session, session_file
+
+
+@pytest.fixture
+def training() -> Iterator[Training]:
+    with live_session() as t:
+        yield t
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _cli(*argv: str, python_flags: tuple[str, ...] = (), stderr: Any = None) -> Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, *python_flags, "-m", "onthefly", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE if stderr is None else stderr,
+        text=True,
+    )
+
+
+def _wait_for_step(training: Training, capsys: pytest.CaptureFixture[str], step: int) -> None:
+    """The server's pump publishes every ~15 ms: wait until status shows ``step``."""
+    deadline = time.monotonic() + 5
+    while json.loads(_run(capsys, "status", "--json")[1])["step"] != step:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+# ---------------------------------------------------------------------- runs and status
+
+
+def test_runs_lists_live_sessions_without_secrets(
+    training: Training, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = _run(capsys, "runs")
+    assert code == 0
+    assert "mnist/baseline" in out and str(training.server.port) in out
+    assert training.server.token not in out
+    code, out, _ = _run(capsys, "runs", "--json")
+    (session,) = json.loads(out)
+    assert session["port"] == training.server.port and session["run"] == "baseline"
+    assert "token" not in session and "url" not in session
+
+
+def test_runs_with_no_session_is_an_empty_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(capsys, "runs", "--json")[:2] == (0, "[]\n")
+    code, out, _ = _run(capsys, "runs")
+    assert code == 0 and "no live sessions" in out
+
+
+def test_status_text_and_json(training: Training, capsys: pytest.CaptureFixture[str]) -> None:
+    training.train(4)
+    _wait_for_step(training, capsys, 4)
+    code, out, _ = _run(capsys, "status", "baseline")
+    assert code == 0
+    assert "baseline: running at step 4, epoch 0" in out
+    assert "loss=0.25 acc=n/a" in out
+    code, out, _ = _run(capsys, "status", "mnist/baseline", "--json")
+    data = json.loads(out)
+    assert (data["state"], data["step"], data["epoch"]) == ("running", 4, 0)
+    assert data["latest"] == {"loss": 0.25, "acc": None}
+
+
+# ---------------------------------------------------------------------- control commands
+
+
+def test_pause_resume_stop_print_the_step_they_took_effect(
+    training: Training, capsys: pytest.CaptureFixture[str]
+) -> None:
+    training.train(7)
+    _wait_for_step(training, capsys, 7)
+    assert _run(capsys, "pause") == (0, "pause: paused at step 7, epoch 0\n", "")
+    code, out, _ = _run(capsys, "resume", str(training.server.port), "--steps", "5", "--json")
+    assert code == 0 and json.loads(out) == {"state": "running", "step": 7, "epoch": 0}
+    assert _run(capsys, "stop")[:2] == (0, "stop: finished at step 7, epoch 0\n")
+
+
+def test_test_with_label(training: Training, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "test", "--label", "warm")
+    assert code == 0 and out == "test: warm at step 0 (loss=0.25)\n"
+    code, out, _ = _run(capsys, "test", "--json")
+    assert json.loads(out) == {"label": "test_2", "step": 0, "loss": 0.25}
+
+
+def test_command_error_exits_1_with_the_servers_message(
+    training: Training, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _run(capsys, "resume")
+    assert (code, out) == (1, "")
+    assert err == "onthefly: the run is running; expected paused [invalid_state]\n"
+
+
+def test_bad_resume_argument_is_a_usage_error(
+    training: Training, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run(capsys, "resume", "--epochs", "0")
+    assert code == 2 and "epochs" in err and "Traceback" not in err
+    assert not training.got_command.is_set()
+
+
+# ---------------------------------------------------------------------- failures
+
+
+def test_no_session_exits_2_saying_how_to_start_one(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["status"], ["pause"], ["watch", "--json"]):
+        code, out, err = _run(capsys, *argv)
+        assert (code, out) == (2, "")
+        assert err.startswith("onthefly: no live OnTheFly session in ")
+        assert "start a training script" in err
+
+
+def test_ambiguous_run_exits_2_listing_candidates(capsys: pytest.CaptureFixture[str]) -> None:
+    with live_session("mnist", "baseline"), live_session("cifar", "baseline"):
+        code, _, err = _run(capsys, "status", "baseline")
+        assert code == 2
+        assert "mnist/baseline" in err and "cifar/baseline" in err and "PROJECT/RUN" in err
+        assert _run(capsys, "status", "cifar/baseline")[0] == 0
+
+
+def test_refused_token_exits_2(training: Training, capsys: pytest.CaptureFixture[str]) -> None:
+    path = session_file(training)
+    path.write_text(json.dumps({**json.loads(path.read_text()), "token": "forged"}))
+    code, _, err = _run(capsys, "status")
+    assert code == 2 and "refused the token" in err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in ([], ["jump"], ["resume", "--steps", "many"]):
+        with pytest.raises(SystemExit) as raised:
+            main(argv)
+        assert raised.value.code == 2
+
+
+def test_every_subcommand_takes_json() -> None:
+    for sub in SUBCOMMANDS:
+        with pytest.raises(SystemExit) as raised:
+            main([sub.name, "--json", "--help"])
+        assert raised.value.code == 0
+
+
+# ---------------------------------------------------------------------- real subprocesses
+
+
+def test_module_help_works() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "onthefly", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0
+    for sub in SUBCOMMANDS:
+        assert sub.name in done.stdout
+
+
+def test_watch_streams_json_lines_until_the_run_finishes_without_importing_torch(
+    training: Training, tmp_path: Path
+) -> None:
+    training.train(2)
+    # The import trace goes to a file: a full stderr pipe would block the CLI.
+    trace = (tmp_path / "importtime.txt").open("w+")
+    process = _cli("watch", "--json", python_flags=("-X", "importtime"), stderr=trace)
+    try:
+        assert process.stdout is not None
+        first = json.loads(process.stdout.readline())
+        assert first["type"] == "snapshot"
+        training.train(30)
+        training.finish()
+        out, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    trace.seek(0)
+    err = trace.read()
+    trace.close()
+    assert process.returncode == 0, err[-2000:]
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [e["seq"] for e in events] == list(range(first["seq"] + 1, first["seq"] + 31 + 1))
+    assert [e["step"] for e in events if e["type"] == "metrics"] == list(range(3, 33))
+    assert events[-1]["type"] == "status" and events[-1]["state"] == "finished"
+    imported = {line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if "|" in line}
+    assert "websockets.sync.client" in imported  # the importtime trace is really there
+    assert not {m for m in imported if m == "torch" or m.startswith("torch.")}
+
+
+def test_watch_text_is_one_line_per_event(training: Training) -> None:
+    process = _cli("watch")
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("snapshot    seq ")
+        training.train(1)
+        training.finish()
+        out, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert out.splitlines() == [
+        "metrics     baseline: train step 1: loss=1 acc=n/a",
+        "status      baseline: finished at step 1, epoch 0 (max_steps reached)",
+    ]
+
+
+def test_ctrl_c_during_watch_exits_130_without_traceback(training: Training) -> None:
+    process = _cli("watch")
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("snapshot")
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert err == "onthefly: interrupted\n"
+
+
+def test_session_gone_mid_command_exits_1(training: Training) -> None:
+    training.hold = True
+    process = _cli("pause")
+    try:
+        assert training.got_command.wait(30)
+        training.server.close()
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert (process.returncode, out) == (1, "")
+    assert "did not take effect" in err and "Traceback" not in err
