@@ -20,7 +20,7 @@ install: $(STAMP)
 demo: install
 	PYTHONUNBUFFERED=1 $(PY) examples/demo.py
 
-test: test-python
+test: test-python test-extension
 
 test-python: install
 	$(PY) -m pytest --benchmark-skip -q
@@ -36,3 +36,19 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks
+
+# The dashboard (extension/): unit tests, then real Chromium against real training processes.
+CHROMIUM := /usr/bin/chromium
+
+$(CHROMIUM):
+	apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)
+
+.PHONY: test-extension bench-extension
+test-extension: install | $(CHROMIUM)
+	cd extension && npm ci --no-audit --no-fund
+	cd extension && npx tsc -p . && npm test && npm run test:e2e
+
+# The 60 s streaming measurement (figures in extension/test-results/perf.json).
+bench-extension: install | $(CHROMIUM)
+	cd extension && npm ci --no-audit --no-fund
+	cd extension && ONTHEFLY_STREAM_SECONDS=60 npm run test:perf

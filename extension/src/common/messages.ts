@@ -1,0 +1,31 @@
+/**
+ * Messages between the extension host and the dashboard page. They never go on the Python
+ * wire: the host relays wire messages inside them, tagged with the session they came from.
+ */
+import type { Command, ServerMessage } from '../protocol.gen';
+import type { ConnectionStatus, DashboardState } from './state';
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** A command as the dashboard writes it: the connection adds the `id`. */
+export type CommandBody = DistributiveOmit<Exclude<Command, { type: 'subscribe' }>, 'id'>;
+
+/** How a command ended: the server's `reply` data, or an error with a code and a message. */
+export type Outcome =
+  | { ok: true; data: Record<string, unknown> }
+  | { ok: false; code: string; message: string };
+
+export type HostToView =
+  /** Everything the host knows, sent in answer to `ready`. */
+  | { type: 'state'; state: DashboardState }
+  /** A session appeared or its connection changed. */
+  | { type: 'source'; source: string; label: string; status: ConnectionStatus; ended: boolean }
+  /** A wire message of one session. */
+  | { type: 'server'; source: string; message: ServerMessage }
+  /** The outcome of the page's command `requestId`. */
+  | { type: 'result'; requestId: number; outcome: Outcome };
+
+export type ViewToHost =
+  | { type: 'ready' }
+  | { type: 'command'; requestId: number; source: string; command: CommandBody }
+  | { type: 'savePng'; name: string; dataUrl: string };

@@ -1,0 +1,240 @@
+/**
+ * The dashboard's model of every session it has seen, and the reducer that folds wire
+ * messages into it. The extension host and the page run the same reducer: the host keeps
+ * the state while no page is open and hands it over on `ready`; the page then applies the
+ * same relayed messages, dropping by `seq` whatever the handed-over state already holds.
+ *
+ * The reducer mutates in place: series can hold many thousands of points and copying them
+ * per event would cost more than drawing them.
+ */
+import type {
+  LogRecord,
+  RunInfo,
+  RuntimeEvent,
+  ServerMessage,
+  Snapshot,
+  TestResult,
+} from '../protocol.gen';
+import { appendPoint, emptySeries, fromWire, seriesKey, type SeriesData } from './series';
+
+export type ConnectionStatus = 'connecting' | 'open' | 'closed';
+export type StreamEvent = Extract<ServerMessage, { seq: number; run: string }>;
+/** What the status pill shows; `disconnected` is never confused with `paused`. */
+export type Pill = RunInfo['state'] | 'disconnected';
+
+export interface RunView {
+  info: RunInfo;
+  series: Record<string, SeriesData>;
+  epochStarts: number[];
+  runtime: RuntimeEvent | null;
+  tests: TestResult[];
+}
+
+export interface LogEntry {
+  run: string | null;
+  record: LogRecord;
+}
+
+export interface SourceView {
+  /** Stable key of the session (`<pid>-<port>` or the page's host). */
+  key: string;
+  label: string;
+  status: ConnectionStatus;
+  /** The session is gone for good (its process ended); its runs stay viewable. */
+  ended: boolean;
+  session: string | null;
+  /** Highest stream `seq` folded in (or skipped by a `coalesced` notice). */
+  lastSeq: number;
+  /** Telemetry events the server skipped for this client (see `coalesced`). */
+  dropped: number;
+  runs: Record<string, RunView>;
+  logs: LogEntry[];
+}
+
+export interface DashboardState {
+  sources: Record<string, SourceView>;
+}
+
+export interface Limits {
+  /** Points a streamed series is brought back to when it doubles. */
+  maxPoints: number;
+  maxLogs: number;
+  maxTests: number;
+}
+
+export const DEFAULT_LIMITS: Limits = { maxPoints: 4000, maxLogs: 2000, maxTests: 500 };
+
+export function emptyState(): DashboardState {
+  return { sources: {} };
+}
+
+export function newSource(key: string, label: string): SourceView {
+  return {
+    key,
+    label,
+    status: 'connecting',
+    ended: false,
+    session: null,
+    lastSeq: 0,
+    dropped: 0,
+    runs: {},
+    logs: [],
+  };
+}
+
+export function pill(source: SourceView, run: RunView): Pill {
+  if (run.info.state === 'finished') return 'finished';
+  return source.status === 'open' ? run.info.state : 'disconnected';
+}
+
+/**
+ * Fold one server message into `source`; returns whether anything changed.
+ *
+ * Events at or below `source.lastSeq` are duplicates (a replay after a reconnect, or
+ * already in a handed-over state) and are ignored. Replies and errors answer commands and
+ * never change the state.
+ */
+export function applyServerMessage(
+  source: SourceView,
+  msg: ServerMessage,
+  limits: Limits = DEFAULT_LIMITS,
+): boolean {
+  switch (msg.type) {
+    case 'hello':
+      if (source.session !== null && source.session !== msg.session) source.lastSeq = 0;
+      source.session = msg.session;
+      return true;
+    case 'snapshot':
+      mergeSnapshot(source, msg, limits);
+      return true;
+    case 'batch': {
+      let changed = false;
+      for (const event of msg.events) changed = applyEvent(source, event, limits) || changed;
+      return changed;
+    }
+    case 'coalesced':
+      if (msg.from_seq <= source.lastSeq + 1) source.lastSeq = Math.max(source.lastSeq, msg.to_seq);
+      source.dropped += msg.dropped;
+      return true;
+    case 'reply':
+    case 'error':
+      return false;
+    case 'run_started':
+    case 'status':
+    case 'metrics':
+    case 'epoch':
+    case 'runtime':
+    case 'log':
+    case 'test_result':
+      return applyEvent(source, msg, limits);
+    default:
+      return unreachable(msg);
+  }
+}
+
+function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boolean {
+  if (event.seq <= source.lastSeq) return false;
+  source.lastSeq = event.seq;
+  if (event.type === 'run_started') {
+    const known = source.runs[event.run];
+    if (known) known.info = { ...event.info };
+    else source.runs[event.run] = newRun({ ...event.info });
+    return true;
+  }
+  const run = source.runs[event.run] ?? addPlaceholderRun(source, event);
+  const info = run.info;
+  switch (event.type) {
+    case 'status':
+      info.state = event.state;
+      info.step = event.step;
+      info.epoch = event.epoch;
+      break;
+    case 'metrics':
+      for (const [name, value] of Object.entries(event.values)) {
+        const key = seriesKey(event.split, name);
+        const series = (run.series[key] ??= emptySeries());
+        appendPoint(series, event.step, value ?? null, limits.maxPoints);
+        info.latest[key] = value ?? null;
+      }
+      info.step = Math.max(info.step, event.step);
+      info.epoch = Math.max(info.epoch, event.epoch);
+      break;
+    case 'epoch':
+      if (!run.epochStarts.includes(event.step)) {
+        run.epochStarts.push(event.step);
+        run.epochStarts.sort((a, b) => a - b);
+      }
+      info.epoch = Math.max(info.epoch, event.epoch);
+      break;
+    case 'runtime':
+      run.runtime = event;
+      info.step = Math.max(info.step, event.step);
+      break;
+    case 'log':
+      pushBounded(source.logs, { run: event.run, record: event.record }, limits.maxLogs);
+      break;
+    case 'test_result':
+      pushBounded(run.tests, event, limits.maxTests);
+      break;
+    default:
+      return unreachable(event);
+  }
+  return true;
+}
+
+/**
+ * A snapshot is the truth up to its `seq`: it replaces the info and the series it carries.
+ * Runs it does not mention (finished runs of a previous connection) and what snapshots
+ * never carry (runtime, test results) are kept.
+ */
+function mergeSnapshot(source: SourceView, snapshot: Snapshot, limits: Limits): void {
+  if (source.session !== snapshot.session) source.session = snapshot.session;
+  source.lastSeq = snapshot.seq;
+  for (const wire of snapshot.runs) {
+    const { series, epoch_starts, ...info } = wire;
+    const run = (source.runs[info.run] ??= newRun(info));
+    run.info = { ...info, latest: { ...info.latest } };
+    for (const [key, points] of Object.entries(series)) {
+      if (!points) continue;
+      const next = fromWire(points);
+      next.rev = (run.series[key]?.rev ?? 0) + 1;
+      run.series[key] = next;
+    }
+    run.epochStarts = epoch_starts.slice();
+  }
+  const first = snapshot.logs[0]?.time ?? Infinity;
+  const older = source.logs.filter((entry) => entry.record.time < first);
+  const merged = older.concat(snapshot.logs.map((record) => ({ run: null, record })));
+  source.logs = merged.slice(Math.max(0, merged.length - limits.maxLogs));
+}
+
+function newRun(info: RunInfo): RunView {
+  return { info, series: {}, epochStarts: [], runtime: null, tests: [] };
+}
+
+/** Telemetry for a run this client never saw start (it began before a skipped range). */
+function addPlaceholderRun(source: SourceView, event: StreamEvent): RunView {
+  const run = newRun({
+    run: event.run,
+    project: source.label,
+    name: event.run,
+    parent: null,
+    state: 'running',
+    step: 0,
+    epoch: 0,
+    started_at: event.time,
+    latest: {},
+  });
+  source.runs[event.run] = run;
+  return run;
+}
+
+function pushBounded<T>(list: T[], item: T, max: number): void {
+  list.push(item);
+  if (list.length > max) list.splice(0, list.length - max);
+}
+
+/** The `never` default of exhaustive switches: a new message type is a compile error. */
+export function unreachable(value: never): never {
+  throw new Error(`unhandled message ${JSON.stringify(value)}`);
+}

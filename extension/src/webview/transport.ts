@@ -1,0 +1,18 @@
+/**
+ * How the page reaches sessions. Inside VS Code the extension host holds the connections
+ * and relays (`VsCodeTransport`); in a browser the page connects itself (`SocketTransport`).
+ * Both deliver the same `HostToView` messages, so the rest of the page cannot tell them apart.
+ */
+import type { CommandBody, HostToView, Outcome } from '../common/messages';
+
+export interface Transport {
+  /** Start delivering messages to `receive`. */
+  start(receive: (message: HostToView) => void): void;
+  /** Send a command to a run of the session `source`; resolves with its one outcome. */
+  request(source: string, command: CommandBody): Promise<Outcome>;
+  /** Offer a chart image for saving. */
+  savePng(name: string, dataUrl: string): void;
+  /** UI-only state (selection, filters) that survives a reload of the page. */
+  loadUiState(): unknown;
+  saveUiState(state: unknown): void;
+}

@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { ServerMessage } from '../../src/protocol.gen';
+import { appendPoint, emptySeries, parseSeriesKey, seriesKey } from '../../src/common/series';
+import { applyServerMessage, newSource, pill, type SourceView } from '../../src/common/state';
+import { applyHostMessage } from '../../src/webview/state';
+import { metricsEvent, runInfo } from '../support/fakeSession';
+
+const msg = (value: Record<string, unknown>): ServerMessage => value as unknown as ServerMessage;
+
+function snapshot(seq: number, runs: Record<string, unknown>[], logs: Record<string, unknown>[] = []): ServerMessage {
+  return msg({ type: 'snapshot', v: 1, session: 's1', seq, time: 1, runs, logs });
+}
+
+function withRun(): SourceView {
+  const source = newSource('k', 'p/r');
+  source.status = 'open';
+  applyServerMessage(source, snapshot(10, [{ ...runInfo(), series: { loss: { steps: [1, 2], values: [0.9, 0.8], decimated: false } }, epoch_starts: [0] }]));
+  return source;
+}
+
+test('a snapshot sets the runs, their series and the stream position', () => {
+  const source = withRun();
+  assert.equal(source.lastSeq, 10);
+  assert.deepEqual(source.runs.r.series.loss.steps, [1, 2]);
+  assert.deepEqual(source.runs.r.epochStarts, [0]);
+});
+
+test('events apply once: a replayed seq is a duplicate', () => {
+  const source = withRun();
+  assert.equal(applyServerMessage(source, msg(metricsEvent(11, 3, 0.7))), true);
+  assert.equal(applyServerMessage(source, msg(metricsEvent(11, 3, 0.7))), false);
+  assert.equal(applyServerMessage(source, msg(metricsEvent(5, 9, 0.1))), false, 'older than the snapshot');
+  assert.deepEqual(source.runs.r.series.loss.steps, [1, 2, 3]);
+  assert.equal(source.runs.r.info.step, 3);
+  assert.equal(source.runs.r.info.latest.loss, 0.7);
+});
+
+test('a batch applies its new events in order and skips the known ones', () => {
+  const source = withRun();
+  applyServerMessage(source, msg({ type: 'batch', events: [metricsEvent(9, 0, 1), metricsEvent(11, 3, 0.7), metricsEvent(12, 4, 0.6)] }));
+  assert.deepEqual(source.runs.r.series.loss.steps, [1, 2, 3, 4]);
+  assert.equal(source.lastSeq, 12);
+});
+
+test('a coalesced notice moves the stream position over the skipped range', () => {
+  const source = withRun();
+  applyServerMessage(source, msg({ type: 'coalesced', from_seq: 11, to_seq: 40, dropped: 25 }));
+  assert.equal(source.lastSeq, 40);
+  assert.equal(source.dropped, 25);
+  assert.equal(applyServerMessage(source, msg(metricsEvent(30, 5, 0.5))), false);
+  assert.equal(applyServerMessage(source, msg(metricsEvent(41, 6, 0.5))), true);
+});
+
+test('a later snapshot replaces what it carries and keeps runs it does not mention', () => {
+  const source = withRun();
+  applyServerMessage(source, msg({ type: 'test_result', v: 1, session: 's1', run: 'r', seq: 11, time: 2, label: 'test_1', step: 2, loss: 0.5, metrics: {}, duration: 0.1 }));
+  applyServerMessage(source, snapshot(20, [{ ...runInfo('other'), series: {}, epoch_starts: [] }]));
+  assert.ok(source.runs.r, 'the earlier run stays viewable');
+  assert.equal(source.runs.r.tests.length, 1, 'snapshots carry no test results: keep them');
+  applyServerMessage(source, snapshot(30, [{ ...runInfo(), step: 7, series: { loss: { steps: [5, 7], values: [1, 2], decimated: true } }, epoch_starts: [0, 5] }]));
+  assert.deepEqual(source.runs.r.series.loss.steps, [5, 7]);
+  assert.equal(source.runs.r.series.loss.decimated, true);
+  assert.equal(source.runs.r.info.step, 7);
+  assert.equal(source.lastSeq, 30);
+});
+
+test('snapshot logs merge with older ones without duplicates', () => {
+  const source = withRun();
+  const record = (time: number): Record<string, unknown> => ({ time, level: 'INFO', logger: 'x', message: `m${time}` });
+  applyServerMessage(source, msg({ type: 'log', v: 1, session: 's1', run: 'r', seq: 11, time: 1, record: record(1) }));
+  applyServerMessage(source, msg({ type: 'log', v: 1, session: 's1', run: 'r', seq: 12, time: 2, record: record(2) }));
+  applyServerMessage(source, snapshot(13, [], [record(2), record(3)]));
+  assert.deepEqual(source.logs.map((e) => e.record.time), [1, 2, 3]);
+});
+
+test('status, epochs and runtime update the run; the pill tells paused from disconnected', () => {
+  const source = withRun();
+  const base = { v: 1, session: 's1', run: 'r', time: 1 };
+  applyServerMessage(source, msg({ ...base, seq: 11, type: 'status', state: 'paused', step: 2, epoch: 0, reason: null }));
+  applyServerMessage(source, msg({ ...base, seq: 12, type: 'epoch', epoch: 1, step: 100 }));
+  assert.equal(pill(source, source.runs.r), 'paused');
+  assert.deepEqual(source.runs.r.epochStarts, [0, 100]);
+  assert.equal(source.runs.r.info.epoch, 1);
+  source.status = 'connecting';
+  assert.equal(pill(source, source.runs.r), 'disconnected');
+  applyServerMessage(source, msg({ ...base, seq: 13, type: 'status', state: 'finished', step: 2, epoch: 1, reason: 'done' }));
+  assert.equal(pill(source, source.runs.r), 'finished', 'a finished run is finished even offline');
+});
+
+test('telemetry of a run never announced creates it', () => {
+  const source = withRun();
+  applyServerMessage(source, msg(metricsEvent(11, 1, 0.5, 'fork')));
+  assert.equal(source.runs.fork.info.name, 'fork');
+});
+
+test('a streamed series stays bounded and keeps its newest point', () => {
+  const series = emptySeries();
+  for (let step = 0; step < 1000; step++) appendPoint(series, step, Math.sin(step), 100);
+  assert.ok(series.steps.length <= 200);
+  assert.equal(series.steps.at(-1), 999);
+  assert.equal(series.steps[0], 0);
+  assert.equal(series.decimated, true);
+  appendPoint(series, 999, 5, 100);
+  assert.equal(series.values.at(-1), 5, 'a repeated step replaces its value');
+});
+
+test('series keys follow the server: train metrics keep their name', () => {
+  assert.equal(seriesKey('train', 'loss'), 'loss');
+  assert.equal(seriesKey('val', 'loss'), 'val/loss');
+  assert.deepEqual(parseSeriesKey('val/loss'), { split: 'val', metric: 'loss' });
+  assert.deepEqual(parseSeriesKey('loss'), { split: 'train', metric: 'loss' });
+  assert.deepEqual(parseSeriesKey('grad/norm'), { split: 'train', metric: 'grad/norm' });
+});
+
+test('the page drops relayed events already in the state handed over on ready', () => {
+  const host = withRun();
+  applyServerMessage(host, msg(metricsEvent(11, 3, 0.7)));
+  // The page asked for the state after event 11 was folded in, and event 11 is relayed too.
+  let page = applyHostMessage({ sources: {} }, { type: 'state', state: structuredClone({ sources: { k: host } }) }).state;
+  page = applyHostMessage(page, { type: 'server', source: 'k', message: msg(metricsEvent(11, 3, 0.7)) }).state;
+  page = applyHostMessage(page, { type: 'server', source: 'k', message: msg(metricsEvent(12, 4, 0.6)) }).state;
+  assert.deepEqual(page.sources.k.runs.r.series.loss.steps, [1, 2, 3, 4]);
+});
+
+test('a handed-over state keeps runs the page saw but the host forgot', () => {
+  const page = { sources: { old: withRun() } };
+  const next = applyHostMessage(page, { type: 'state', state: { sources: {} } }).state;
+  assert.ok(next.sources.old.runs.r);
+  assert.equal(next.sources.old.ended, true);
+});

@@ -1,0 +1,24 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { newSource, type DashboardState } from '../../src/common/state';
+import { summarize } from '../../src/host/statusBar';
+import { runInfo } from '../support/fakeSession';
+import type { RunInfo } from '../../src/protocol.gen';
+
+function run(state: string): { info: RunInfo; series: {}; epochStarts: number[]; runtime: null; tests: [] } {
+  return { info: runInfo('r', state) as unknown as RunInfo, series: {}, epochStarts: [], runtime: null, tests: [] };
+}
+
+test('the status bar counts live runs by state, ignoring ended sessions', () => {
+  const state: DashboardState = { sources: {} };
+  assert.equal(summarize(state), 'no live runs');
+  const a = (state.sources.a = newSource('a', 'a'));
+  a.status = 'open';
+  a.runs = { r: run('running'), s: run('paused') };
+  const b = (state.sources.b = newSource('b', 'b'));
+  b.runs = { r: run('running') }; // still connecting: shown as disconnected
+  const c = (state.sources.c = newSource('c', 'c'));
+  c.ended = true;
+  c.runs = { r: run('running') };
+  assert.equal(summarize(state), '1 running, 1 paused, 1 disconnected');
+});
