@@ -1,0 +1,383 @@
+"""The session's protocol logic, without any I/O.
+
+The broker numbers stream events, keeps the run table, the replay ring and the
+connected clients, and turns every client frame into exactly one answer. It never touches
+a socket: answers and events go into each client's :class:`~onthefly.server.outbox.Outbox`
+and the transport's sender threads write them out. Tests drive it directly.
+
+Threads: :meth:`Broker.publish` is called by one thread at a time (the server's pump);
+:meth:`Broker.receive` by each connection's handler thread; control commands reach the
+training thread through :attr:`Broker.inbox`. One lock guards the state; heavy work
+(decimation, serialising snapshots and history) happens outside it, on sender threads.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from pydantic import ValidationError
+
+from onthefly import __version__
+from onthefly.protocol import (
+    CONTROL_COMMANDS,
+    SERVER_MESSAGE,
+    Command,
+    EpochEvent,
+    ErrorCode,
+    ErrorInfo,
+    ErrorReply,
+    Hello,
+    History,
+    LogEvent,
+    MetricsEvent,
+    Reply,
+    RunStarted,
+    RuntimeEvent,
+    Series,
+    StatusChanged,
+    Subscribe,
+    TestResult,
+)
+from onthefly.server.commands import Rejection, TokenBucket, condense, parse_command, read_id
+from onthefly.server.history import Window, decimate
+from onthefly.server.outbox import Outbox, StreamEvent
+from onthefly.server.pending import PendingCommand
+from onthefly.server.runs import RunTable, StreamModel, render_snapshot
+
+logger = logging.getLogger("onthefly.server")
+
+RawEvent = tuple[str, str, float, dict[str, Any]]
+"""What the training thread publishes: ``(run, kind, time, payload)``."""
+
+EVENT_MODELS: dict[str, type[StreamModel]] = {
+    model.model_fields["type"].default: model
+    for model in (
+        RunStarted,
+        StatusChanged,
+        MetricsEvent,
+        EpochEvent,
+        RuntimeEvent,
+        LogEvent,
+        TestResult,
+    )
+}
+"""Stream event kinds and their models."""
+
+RING_SIZE = 100_000
+"""Events kept for replay to clients that reconnect with ``since``."""
+
+
+@dataclass(eq=False)
+class Client:
+    """One connection as the broker sees it."""
+
+    number: int
+    outbox: Outbox
+    bucket: TokenBucket
+    subscribed: bool = False
+
+
+class Broker:
+    """Numbering, state and command routing of one session.
+
+    Args:
+        session: the session id put in every event.
+        project: the project name sent in ``hello``.
+        main_run: the run targeted by commands that name none.
+        ring_size: events kept for replay.
+        outbox_events: a client's queued events above which its telemetry is coalesced.
+        rate: command frames per second allowed per client (burst: twice as many).
+
+    Example:
+        >>> broker = Broker("s1", "demo", main_run="main")
+        >>> client = broker.connect()
+        >>> broker.receive(client, '{"type": "ping", "id": "1"}', now=0.0)
+    """
+
+    def __init__(
+        self,
+        session: str,
+        project: str,
+        *,
+        main_run: str,
+        ring_size: int = RING_SIZE,
+        outbox_events: int = 20_000,
+        rate: float = 200.0,
+    ) -> None:
+        self.session = session
+        self.project = project
+        self.main_run = main_run
+        self.inbox: queue.SimpleQueue[PendingCommand] = queue.SimpleQueue()
+        self._ring: deque[StreamEvent] = deque(maxlen=ring_size)
+        self._outbox_events = outbox_events
+        self._rate = rate
+        self._lock = threading.Lock()
+        self._publishing = threading.Lock()
+        self._seq = 0
+        self._runs = RunTable()
+        self._clients: set[Client] = set()
+        self._pending: set[PendingCommand] = set()
+        self._numbers = itertools.count(1)
+        self._rejections: dict[str, int] = {}
+        self._known_runs: set[str] = set()  # publisher-side: runs created by staged events
+        self._closed = False
+
+    @property
+    def seq(self) -> int:
+        """The ``seq`` of the latest stream event (0 before the first)."""
+        return self._seq
+
+    @property
+    def clients(self) -> int:
+        """How many clients are connected."""
+        with self._lock:
+            return len(self._clients)
+
+    # ----------------------------------------------------------------------------- clients
+
+    def connect(self) -> Client:
+        """Register a new connection; its outbox starts with the ``hello`` frame."""
+        client = Client(
+            number=next(self._numbers),
+            outbox=Outbox(max_events=self._outbox_events, max_items=5 * self._outbox_events),
+            bucket=TokenBucket(rate=self._rate, burst=2 * self._rate),
+        )
+        hello = Hello(
+            session=self.session,
+            server=f"onthefly/{__version__}",
+            project=self.project,
+            time=time.time(),
+        )
+        client.outbox.put(SERVER_MESSAGE.dump_json(hello))
+        with self._lock:
+            self._clients.add(client)
+        return client
+
+    def disconnect(self, client: Client) -> None:
+        """Forget a connection; its outbox is closed."""
+        with self._lock:
+            self._clients.discard(client)
+        client.outbox.close()
+
+    # ----------------------------------------------------------------------------- stream
+
+    def publish(self, events: Iterable[RawEvent]) -> None:
+        """Number, validate, apply and fan out events, in order.
+
+        An event that fails validation gets no ``seq`` (the stream stays gapless); it is
+        reported once per distinct problem as a ``WARNING`` log event and on the
+        ``onthefly.server`` logger.
+        """
+        with self._publishing:
+            staged: list[tuple[StreamModel, StreamEvent]] = []
+            for run, kind, at, payload in events:
+                self._stage(run, kind, at, payload, staged)
+            if not staged:
+                return
+            # Applying and fanning out under one lock hold is what makes a subscription's
+            # snapshot and its live stream meet without a gap or a duplicate.
+            lines = [line for _, line in staged]
+            with self._lock:
+                for model, line in staged:
+                    self._runs.apply(model)
+                    self._ring.append(line)
+                self._seq = lines[-1].seq
+                for client in self._clients:
+                    if client.subscribed:
+                        client.outbox.put_events(lines)
+
+    def _stage(
+        self,
+        run: str,
+        kind: str,
+        at: float,
+        payload: dict[str, Any],
+        staged: list[tuple[StreamModel, StreamEvent]],
+    ) -> None:
+        """Validate and serialise one event (outside the lock: only the publisher numbers)."""
+        model = EVENT_MODELS.get(kind)
+        if model is None:
+            expected = ", ".join(EVENT_MODELS)
+            self._reject(f"unknown event kind {kind!r}; expected one of {expected}", staged)
+            return
+        if kind != "run_started" and run not in self._known_runs:
+            self._reject(f"{kind!r} event for unknown run {run!r}", staged)
+            return
+        seq = staged[-1][1].seq + 1 if staged else self._seq + 1
+        fields = {**payload, "session": self.session, "run": run, "time": at, "seq": seq}
+        try:
+            event = model.model_validate(fields)
+        except ValidationError as exc:
+            self._reject(f"invalid {kind!r} event ({condense(exc)})", staged)
+            return
+        if isinstance(event, RunStarted):
+            self._known_runs.add(run)
+        staged.append((event, StreamEvent(seq, kind, SERVER_MESSAGE.dump_json(event))))
+
+    def _reject(self, problem: str, staged: list[tuple[StreamModel, StreamEvent]]) -> None:
+        count = self._rejections.get(problem, 0) + 1
+        self._rejections[problem] = count
+        if count > 1:
+            return  # said once: a callback repeating the mistake every step must not flood
+        message = f"dropped an event from the training process: {problem}"
+        logger.warning(message)
+        now = time.time()
+        record = {"time": now, "level": "WARNING", "logger": logger.name, "message": message}
+        self._stage(self.main_run, "log", now, {"record": record}, staged)
+
+    # ----------------------------------------------------------------------------- commands
+
+    def receive(self, client: Client, frame: str | bytes, now: float) -> None:
+        """Answer one client frame (exactly one ``reply`` or ``error`` goes to its outbox).
+
+        Args:
+            client: the connection the frame came from.
+            frame: the raw websocket message.
+            now: a monotonic clock, for rate limiting.
+        """
+        if not client.bucket.allow(now):
+            self._error(
+                client,
+                read_id(frame),
+                "rate_limited",
+                f"too many frames; expected at most {self._rate:g} per second",
+            )
+            return
+        command = parse_command(frame)
+        if isinstance(command, Rejection):
+            self._error(client, command.id, command.code, command.message)
+            return
+        run = command.run or self.main_run
+        with self._lock:
+            known = run in self._runs
+        if not known:
+            self._error(
+                client,
+                command.id,
+                "unknown_run",
+                f"no run {run!r} in this session; expected one of {self._run_ids()}",
+            )
+            return
+        if command.type in CONTROL_COMMANDS:
+            self._hand_over(client, command, run)
+        elif isinstance(command, Subscribe):
+            self._subscribe(client, command)
+        elif isinstance(command, History):
+            self._history(client, command, run)
+        elif command.type == "unsubscribe":
+            with self._lock:
+                client.subscribed = False
+                client.outbox.reset_stream()
+            self._reply(client, command.id, {"seq": self._seq})
+        elif command.type == "status":
+            self._reply(client, command.id, self._status(run))
+        else:  # ping
+            self._reply(client, command.id, {"time": time.time(), "seq": self._seq})
+
+    def _subscribe(self, client: Client, command: Subscribe) -> None:
+        with self._lock:
+            client.outbox.reset_stream()
+            client.subscribed = True
+            missed = self._missed_since(command.since)
+            if missed is not None:
+                self._reply(client, command.id, {"mode": "replay", "seq": self._seq})
+                client.outbox.put_events(missed)
+                return
+            capture = self._runs.capture(self._seq)
+            self._reply(client, command.id, {"mode": "snapshot", "seq": self._seq})
+            client.outbox.put(partial(render_snapshot, capture, self.session, command.max_points))
+
+    def _missed_since(self, since: int | None) -> list[StreamEvent] | None:
+        """The events after ``since`` if the ring still holds them all (and not too many)."""
+        if since is None or since > self._seq or self._seq - since > self._outbox_events:
+            return None
+        if since == self._seq:
+            return []
+        if not self._ring or self._ring[0].seq > since + 1:
+            return None
+        return list(itertools.islice(self._ring, since + 1 - self._ring[0].seq, None))
+
+    def _history(self, client: Client, command: History, run: str) -> None:
+        with self._lock:
+            window = self._runs.window(
+                run, command.split, command.metric, command.start, command.end
+            )
+        client.outbox.put(partial(_render_history, command, run, window))
+
+    def _status(self, run: str) -> dict[str, Any]:
+        with self._lock:
+            infos = self._runs.infos()
+            seq = self._seq
+        target = next(info for info in infos if info.run == run)
+        return {
+            "runs": [info.model_dump() for info in infos],
+            "seq": seq,
+            "run": run,
+            "state": target.state,
+            "step": target.step,
+            "epoch": target.epoch,
+            "latest": target.latest,
+        }
+
+    def _hand_over(self, client: Client, command: Command, run: str) -> None:
+        with self._lock:
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                pending = PendingCommand(command, run, client.outbox.put, self._answered)
+                self._pending.add(pending)
+        if closed:
+            self._error(
+                client,
+                command.id,
+                "session_closed",
+                "the session is closing; expected a live session",
+            )
+            return
+        self.inbox.put(pending)
+
+    def _answered(self, pending: PendingCommand) -> None:
+        with self._lock:
+            self._pending.discard(pending)
+
+    def _run_ids(self) -> str:
+        with self._lock:
+            return ", ".join(repr(info.run) for info in self._runs.infos())
+
+    def _reply(self, client: Client, command_id: str, data: dict[str, Any]) -> None:
+        client.outbox.put(SERVER_MESSAGE.dump_json(Reply(id=command_id, data=data)))
+
+    def _error(self, client: Client, command_id: str | None, code: ErrorCode, message: str) -> None:
+        error = ErrorReply(id=command_id, error=ErrorInfo(code=code, message=message))
+        client.outbox.put(SERVER_MESSAGE.dump_json(error))
+
+    # ----------------------------------------------------------------------------- shutdown
+
+    def close(self) -> None:
+        """Answer every pending control command with ``session_closed``; refuse new ones."""
+        with self._lock:
+            self._closed = True
+            pending = list(self._pending)
+        for command in pending:
+            command.fail("session_closed", "the session closed before the command took effect")
+
+
+def _render_history(command: History, run: str, window: Window) -> bytes:
+    series: Series = decimate(window, command.max_points)
+    data = {
+        "run": run,
+        "split": command.split,
+        "metric": command.metric,
+        "series": series.model_dump(),
+    }
+    return SERVER_MESSAGE.dump_json(Reply(id=command.id, data=data))

@@ -1,0 +1,126 @@
+"""Discovery files: how the CLI, the Python client and the extension find live sessions.
+
+Each live session owns ``$ONTHEFLY_HOME/sessions/<pid>-<port>.json`` (``ONTHEFLY_HOME``
+defaults to ``~/.onthefly``). The directories are created ``0700`` and the file ``0600``
+because it holds the session's token; it is written atomically (temporary file, then
+rename) so readers never see half a file. Files left behind by dead processes are ignored
+and removed by :func:`list_sessions`.
+
+This module is imported by the CLI: it must not import torch or websockets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+from onthefly.errors import ConfigurationError
+
+_KEYS = ("pid", "port", "token", "project", "run", "started_at", "session", "url")
+
+
+@dataclass(frozen=True)
+class SessionFile:
+    """The content of one discovery file.
+
+    Attributes:
+        pid: the training process.
+        port: the session server's TCP port on 127.0.0.1.
+        token: the secret every connection must present.
+        project: the project name given to the session.
+        run: the name of the session's main run.
+        started_at: UNIX time the session started.
+        session: the session id (as in ``hello`` and every event).
+        url: the dashboard address, token included.
+    """
+
+    pid: int
+    port: int
+    token: str
+    project: str
+    run: str
+    started_at: float
+    session: str
+    url: str
+
+
+def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
+    """The OnTheFly home: ``home`` if given, else ``$ONTHEFLY_HOME``, else ``~/.onthefly``."""
+    if home is not None:
+        return Path(home)
+    env = os.environ.get("ONTHEFLY_HOME")
+    return Path(env) if env else Path.home() / ".onthefly"
+
+
+def sessions_dir(home: str | os.PathLike[str] | None = None) -> Path:
+    """The folder holding the discovery files."""
+    return home_dir(home) / "sessions"
+
+
+def write_session(info: SessionFile, home: str | os.PathLike[str] | None = None) -> Path:
+    """Write ``info`` atomically as ``<pid>-<port>.json`` (mode 0600) and return its path.
+
+    Raises:
+        ConfigurationError: the home folder cannot be created or written.
+    """
+    folder = sessions_dir(home)
+    try:
+        for path in (folder.parent, folder):
+            path.mkdir(mode=0o700, exist_ok=True)
+        target = folder / f"{info.pid}-{info.port}.json"
+        # mkstemp creates the file 0600, so the token is never readable by others.
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(asdict(info), out)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot write the session file in {folder} ({exc.strerror}); "
+            "expected a writable folder (set ONTHEFLY_HOME to choose another)"
+        ) from exc
+    return target
+
+
+def remove_session(path: Path) -> None:
+    """Remove a discovery file; a file already gone is fine."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+def list_sessions(home: str | os.PathLike[str] | None = None) -> list[SessionFile]:
+    """The live sessions, oldest first; files of dead processes are deleted on the way.
+
+    Unreadable or malformed files are skipped (and left alone: they are not ours to judge).
+
+    Example:
+        >>> for session in list_sessions():
+        ...     print(session.project, session.run, session.url)
+    """
+    folder = sessions_dir(home)
+    found: list[SessionFile] = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        info = _read(path)
+        if info is None:
+            continue
+        if not psutil.pid_exists(info.pid):
+            remove_session(path)
+            continue
+        found.append(info)
+    return sorted(found, key=lambda s: s.started_at)
+
+
+def _read(path: Path) -> SessionFile | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        info = SessionFile(**{key: data[key] for key in _KEYS})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not (isinstance(info.pid, int) and isinstance(info.port, int)):
+        return None
+    return info

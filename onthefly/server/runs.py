@@ -1,0 +1,141 @@
+"""The state of every run, rebuilt from the stream events alone.
+
+The broker applies each event as it assigns its ``seq``, so ``status`` answers and
+snapshots never ask the training thread anything. A snapshot is taken in two steps:
+:meth:`RunTable.capture` copies the state under the broker's lock (cheap memory copies),
+:func:`render_snapshot` decimates and serialises the copy on a sender thread.
+
+Metric names: a ``train`` metric keeps its name; a metric of another split is named
+``"<split>/<name>"`` (``val/loss``) in ``latest`` and in a snapshot's ``series``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from onthefly.protocol import (
+    SERVER_MESSAGE,
+    EpochEvent,
+    LogEvent,
+    LogRecord,
+    MetricsEvent,
+    RunInfo,
+    RunSnapshot,
+    RunStarted,
+    RuntimeEvent,
+    Snapshot,
+    StatusChanged,
+    TestResult,
+)
+from onthefly.server.history import SeriesStore, Window, decimate
+
+StreamModel = (
+    RunStarted | StatusChanged | MetricsEvent | EpochEvent | RuntimeEvent | LogEvent | TestResult
+)
+
+LOG_TAIL = 500
+"""Log records kept for snapshots (the most recent ones)."""
+
+
+def series_key(split: str, name: str) -> str:
+    """The name of a metric in ``latest`` and in a snapshot: ``loss``, ``val/loss``."""
+    return name if split == "train" else f"{split}/{name}"
+
+
+@dataclass
+class _Run:
+    info: RunInfo
+    epoch_starts: list[int] = field(default_factory=list)
+    history: SeriesStore = field(default_factory=SeriesStore)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A consistent copy of every run, taken at stream position ``seq``."""
+
+    seq: int
+    runs: list[tuple[RunInfo, list[int], dict[str, Window]]]
+    logs: list[LogRecord]
+
+
+class RunTable:
+    """Every run of a session and the recent log records. Not thread-safe (broker's lock).
+
+    Example:
+        >>> table = RunTable()
+        >>> "main" in table
+        False
+    """
+
+    def __init__(self, log_tail: int = LOG_TAIL) -> None:
+        self._runs: dict[str, _Run] = {}
+        self._logs: deque[LogRecord] = deque(maxlen=log_tail)
+
+    def __contains__(self, run: object) -> bool:
+        return run in self._runs
+
+    def infos(self) -> list[RunInfo]:
+        """Every run, in creation order (copies: safe to serialise outside the lock)."""
+        return [run.info.model_copy(deep=True) for run in self._runs.values()]
+
+    def info(self, run: str) -> RunInfo:
+        """One run (a copy). Raises ``KeyError`` for an unknown run."""
+        return self._runs[run].info.model_copy(deep=True)
+
+    def window(self, run: str, split: str, name: str, start: int | None, end: int | None) -> Window:
+        """A copy of a metric's points between two steps. Raises ``KeyError`` for an unknown run."""
+        return self._runs[run].history.window(split, name, start, end)
+
+    def apply(self, event: StreamModel) -> None:
+        """Fold one validated event into the state (its run must exist, unless it creates it)."""
+        if isinstance(event, RunStarted):
+            self._runs[event.run] = _Run(info=event.info.model_copy(deep=True))
+            return
+        if isinstance(event, LogEvent):
+            self._logs.append(event.record)
+            return
+        run = self._runs[event.run]
+        info = run.info
+        if isinstance(event, MetricsEvent):
+            run.history.add(event.split, event.step, event.values)
+            info.latest.update({series_key(event.split, k): v for k, v in event.values.items()})
+            if event.split == "train":
+                info.step, info.epoch = event.step, event.epoch
+        elif isinstance(event, StatusChanged):
+            info.state, info.step, info.epoch = event.state, event.step, event.epoch
+        elif isinstance(event, EpochEvent):
+            run.epoch_starts.append(event.step)
+            info.step, info.epoch = event.step, event.epoch
+        elif isinstance(event, TestResult):
+            values = {**event.metrics, "loss": event.loss}
+            run.history.add("test", event.step, values)
+            info.latest.update({series_key("test", k): v for k, v in values.items()})
+
+    def capture(self, seq: int) -> Capture:
+        """Copy everything a snapshot needs, as of stream position ``seq``."""
+        runs = []
+        for run in self._runs.values():
+            windows = {
+                series_key(split, name): run.history.window(split, name)
+                for split, name in run.history.names()
+            }
+            runs.append((run.info.model_copy(deep=True), list(run.epoch_starts), windows))
+        return Capture(seq=seq, runs=runs, logs=list(self._logs))
+
+
+def render_snapshot(capture: Capture, session: str, max_points: int | None) -> bytes:
+    """Serialise a captured state as a ``snapshot`` frame (decimated to ``max_points``)."""
+    runs = [
+        RunSnapshot(
+            **info.model_dump(),
+            series={key: decimate(window, max_points) for key, window in windows.items()},
+            epoch_starts=epoch_starts,
+        )
+        for info, epoch_starts, windows in capture.runs
+    ]
+    snapshot = Snapshot(
+        session=session, seq=capture.seq, time=time.time(), runs=runs, logs=capture.logs
+    )
+    return SERVER_MESSAGE.dump_json(snapshot)

@@ -1,0 +1,329 @@
+"""The session server a training process starts for its dashboards.
+
+It wires the pieces: a publish buffer the training thread appends to, a pump thread that
+drains it into the :class:`~onthefly.server.broker.Broker` every ~15 ms, the websocket
+:class:`~onthefly.server.transport.Transport`, and the discovery file that lets the CLI,
+the Python client and VS Code find the session.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import re
+import secrets
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from onthefly.errors import ConfigurationError
+from onthefly.server.broker import Broker, RawEvent
+from onthefly.server.discovery import SessionFile, remove_session, write_session
+from onthefly.server.pending import PendingCommand
+from onthefly.server.transport import Transport, bind
+
+DEFAULT_PORT = 47621
+HOST = "127.0.0.1"
+PUMP_INTERVAL = 0.015
+"""Seconds between two drains of the publish buffer."""
+
+BUFFER_SIZE = 250_000
+"""Events the training thread may get ahead of the pump before events are dropped."""
+
+_CHUNK = 2000  # events per broker call, so commands never wait long for the broker's lock
+_PUBLISHABLE = frozenset({"metrics", "status", "epoch", "runtime", "log", "test_result"})
+_DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboard"
+
+
+class SessionServer:
+    """Serves one training process's runs to dashboards, on 127.0.0.1 only.
+
+    Args:
+        project: the project name shown by dashboards and the CLI.
+        run_name: the name of the main run (created with the server).
+        port: the first port to try; ``None`` reads ``ONTHEFLY_PORT``, else 47621. A taken
+            port moves on to the next free one; ``0`` takes any free port.
+        host: must be ``"127.0.0.1"``: the session is never reachable from the network.
+        home: the OnTheFly home for the discovery file (default ``$ONTHEFLY_HOME`` or
+            ``~/.onthefly``).
+        dashboard_dir: the built dashboard served at ``/`` (default: the package's
+            ``onthefly/dashboard/``).
+        quiet: do not print the dashboard address and connections.
+
+    Raises:
+        ConfigurationError: a host other than 127.0.0.1, or a port outside 0-65535.
+
+    Example:
+        >>> with SessionServer("mnist", "baseline") as server:  # doctest: +SKIP
+        ...     for step in range(1000):
+        ...         server.publish(server.main_run, "metrics", step=step, epoch=0,
+        ...                        values={"loss": 1 / (step + 1)})
+        ...         while not server.inbox.empty():
+        ...             server.inbox.get_nowait().reply(step=step)
+    """
+
+    def __init__(
+        self,
+        project: str,
+        run_name: str,
+        *,
+        port: int | None = None,
+        host: str = HOST,
+        home: str | os.PathLike[str] | None = None,
+        dashboard_dir: Path | None = None,
+        quiet: bool = False,
+    ) -> None:
+        if host != HOST:
+            raise ConfigurationError(
+                f"host {host!r} is not allowed; expected {HOST!r} (the session server "
+                "only listens on the loopback interface)"
+            )
+        self.project = project
+        self._requested_port = _resolve_port(port)
+        self._home = home
+        self._quiet = quiet
+        self.session_id = secrets.token_hex(6)
+        self.token = secrets.token_urlsafe(24)
+        self.port = 0
+        self._run_ids: set[str] = set()
+        self._runs_lock = threading.Lock()
+        self.main_run = self._new_run_id(run_name)
+        self._run_name = run_name
+        self._broker = Broker(self.session_id, project, main_run=self.main_run)
+        self.inbox: queue.SimpleQueue[PendingCommand] = self._broker.inbox
+        """Control commands (pause, resume, stop, test) for the training thread to answer."""
+        self._transport = Transport(
+            self._broker,
+            token=self.token,
+            dashboard_dir=_DASHBOARD_DIR if dashboard_dir is None else dashboard_dir,
+            on_connect=self._announce_client,
+        )
+        self._buffer: deque[RawEvent] = deque()
+        self._overflow = 0
+        self._overflow_reported = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._pump: threading.Thread | None = None
+        self._session_file: Path | None = None
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._started_at = time.time()
+        # The main run exists before any client can ask about it.
+        self._broker.publish([self._run_started(self.main_run, run_name, None)])
+
+    # ----------------------------------------------------------------------------- addresses
+
+    @property
+    def url(self) -> str:
+        """The dashboard's address, token included: ``http://127.0.0.1:PORT/?token=...``."""
+        return f"http://{HOST}:{self.port}/?token={self.token}"
+
+    @property
+    def ws_url(self) -> str:
+        """The websocket address, token included."""
+        return f"ws://{HOST}:{self.port}/?token={self.token}"
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    def start(self) -> SessionServer:
+        """Listen (moving to the next free port if needed), start the threads, write the
+        discovery file and print the dashboard's address.
+
+        Returns:
+            ``self``, so that ``server = SessionServer(...).start()`` reads well.
+
+        Raises:
+            ConfigurationError: no free port in range, or the home folder is not writable.
+        """
+        if self._pump is not None or self._closed:
+            raise ConfigurationError("start() was already called; expected a new SessionServer")
+        sock = bind(HOST, self._requested_port)
+        self._transport.start(sock)
+        self.port = self._transport.port
+        self._pump = threading.Thread(target=self._run_pump, name="onthefly-pump", daemon=True)
+        self._pump.start()
+        atexit.register(self.close)
+        try:
+            self._session_file = write_session(self._discovery_record(), self._home)
+        except ConfigurationError:
+            self.close()
+            raise
+        if not self._quiet:
+            print(f"[onthefly] dashboard: {self.url}", flush=True)
+        return self
+
+    def close(self) -> None:
+        """Stop serving; safe to call twice, and called at interpreter exit.
+
+        Queued events are flushed to the clients, pending control commands are answered
+        with ``session_closed``, connections are closed, threads joined and the discovery
+        file removed.
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self.close)
+        if self._pump is not None:
+            self._stop.set()
+            self._wake.set()
+            self._pump.join()
+            self._drain()  # what the training thread published last
+        self._broker.close()
+        self._transport.close()
+        if self._session_file is not None:
+            remove_session(self._session_file)
+
+    def __enter__(self) -> SessionServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------------------- training side
+
+    def publish(self, run: str, kind: str, **payload: Any) -> None:
+        """Queue one stream event; cheap and never blocking (call it from the training thread).
+
+        Validation happens later on the server's pump thread: an invalid event is dropped
+        and reported as a ``WARNING`` log event, never raised here.
+
+        Args:
+            run: the run id (``main_run`` or one from :meth:`add_run`).
+            kind: ``"metrics"``, ``"status"``, ``"epoch"``, ``"runtime"``, ``"log"`` or
+                ``"test_result"``.
+            **payload: that event's fields without the envelope (``session``, ``run``,
+                ``seq``, ``time``, ``v``, ``type``).
+
+        Raises:
+            ConfigurationError: ``kind`` names no publishable event.
+
+        Example:
+            >>> server.publish(  # doctest: +SKIP
+            ...     server.main_run, "status", state="paused", step=10, epoch=0
+            ... )
+        """
+        if kind not in _PUBLISHABLE:
+            raise ConfigurationError(
+                f"cannot publish {kind!r} events; expected one of {', '.join(sorted(_PUBLISHABLE))}"
+            )
+        if self._closed:
+            return  # teardown hooks may still publish after close(): nothing to do
+        if len(self._buffer) >= BUFFER_SIZE:
+            self._overflow += 1  # reported by the pump; never block the training thread
+            return
+        self._buffer.append((run, kind, time.time(), payload))
+
+    def add_run(self, name: str, *, parent: str | None = None) -> str:
+        """Create a run (e.g. a fork of ``parent``), announce it, and return its id.
+
+        Example:
+            >>> fork = server.add_run("lr-0.01", parent=server.main_run)  # doctest: +SKIP
+        """
+        run = self._new_run_id(name)
+        if len(self._buffer) < BUFFER_SIZE:
+            self._buffer.append(self._run_started(run, name, parent))
+        else:
+            self._overflow += 1
+        return run
+
+    def has_clients(self) -> bool:
+        """Whether at least one dashboard or client is connected."""
+        return self._broker.clients > 0
+
+    # ----------------------------------------------------------------------------- internals
+
+    def _run_pump(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(PUMP_INTERVAL)
+            self._wake.clear()
+            self._drain()
+
+    def _drain(self) -> None:
+        buffer = self._buffer
+        self._report_overflow()
+        while buffer:
+            chunk = [buffer.popleft() for _ in range(min(len(buffer), _CHUNK))]
+            self._broker.publish(chunk)
+
+    def _report_overflow(self) -> None:
+        lost = self._overflow - self._overflow_reported
+        if lost <= 0:
+            return
+        self._overflow_reported += lost
+        message = (
+            f"the training process published faster than the server could take; "
+            f"{lost} events were dropped (buffer of {BUFFER_SIZE})"
+        )
+        record = {
+            "time": time.time(),
+            "level": "WARNING",
+            "logger": "onthefly.server",
+            "message": message,
+        }
+        self._broker.publish([(self.main_run, "log", time.time(), {"record": record})])
+
+    def _run_started(self, run: str, name: str, parent: str | None) -> RawEvent:
+        now = time.time()
+        info = {
+            "run": run,
+            "project": self.project,
+            "name": name,
+            "parent": parent,
+            "state": "running",
+            "step": 0,
+            "epoch": 0,
+            "started_at": now,
+        }
+        return (run, "run_started", now, {"info": info})
+
+    def _new_run_id(self, name: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:64] or "run"
+        with self._runs_lock:
+            run, n = base, 1
+            while run in self._run_ids:
+                n += 1
+                run = f"{base}-{n}"
+            self._run_ids.add(run)
+        return run
+
+    def _discovery_record(self) -> SessionFile:
+        return SessionFile(
+            pid=os.getpid(),
+            port=self.port,
+            token=self.token,
+            project=self.project,
+            run=self._run_name,
+            started_at=self._started_at,
+            session=self.session_id,
+            url=self.url,
+        )
+
+    def _announce_client(self, clients: int) -> None:
+        if clients == 1 and not self._quiet:
+            print(f"[onthefly] dashboard connected on ws://{HOST}:{self.port}", flush=True)
+
+
+def _resolve_port(port: int | None) -> int:
+    if port is None:
+        raw = os.environ.get("ONTHEFLY_PORT", "").strip()
+        if not raw:
+            return DEFAULT_PORT
+        try:
+            port = int(raw)
+        except ValueError:
+            raise ConfigurationError(
+                f"ONTHEFLY_PORT={raw!r} is not a number; expected a port between 0 and 65535"
+            ) from None
+    if not 0 <= port <= 65535:
+        raise ConfigurationError(f"port {port} is out of range; expected 0-65535")
+    return port

@@ -1,0 +1,183 @@
+"""The websocket transport: a ``websockets.sync`` server on daemon threads.
+
+Threads rather than asyncio because the training loop owns the main thread. Each
+connection gets its handler thread (reading frames into the broker) and a sender thread
+(writing its outbox), so one stuck client never slows another, the broker, or training.
+A client that accepts no data for ``stall_timeout`` seconds is disconnected: the socket's
+timeout makes the blocked write fail.
+
+Frames between ``MAX_FRAME_BYTES`` and four times that are read and answered with
+``frame_too_large``; beyond that the websockets library closes the connection with code
+1009 (message too big) before the frame is read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+from websockets.sync.server import Server, ServerConnection, serve
+
+from onthefly.errors import ConfigurationError
+from onthefly.protocol import MAX_FRAME_BYTES
+from onthefly.server.broker import Broker, Client
+from onthefly.server.gate import is_upgrade, refuse_host, refuse_upgrade, static_response
+
+PORT_ATTEMPTS = 20
+"""Ports tried, upwards from the requested one, before giving up."""
+
+STALL_TIMEOUT = 30.0
+"""Seconds a client may leave a frame unaccepted before it is disconnected."""
+
+
+def bind(host: str, port: int, attempts: int = PORT_ATTEMPTS) -> socket.socket:
+    """A listening socket on ``port``, or on the next free one (``0``: any free port).
+
+    Raises:
+        ConfigurationError: every port of the range is taken.
+    """
+    candidates = [0] if port == 0 else range(port, min(port + attempts, 65536))
+    for candidate in candidates:
+        try:
+            return socket.create_server((host, candidate))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise ConfigurationError(f"cannot listen on {host}:{candidate} ({exc})") from exc
+    last = candidates[-1]
+    raise ConfigurationError(
+        f"ports {port}-{last} on {host} are all in use; expected a free port "
+        "(choose one with ONTHEFLY_PORT or port=, or port=0 for any)"
+    )
+
+
+class Transport:
+    """Serves a broker's clients over websockets, plus the dashboard's static files.
+
+    Args:
+        broker: the protocol logic.
+        token: the secret every websocket must present.
+        dashboard_dir: the built dashboard bundle (``None``: a page says it is not built).
+        on_connect: called with the client count after each new websocket.
+        stall_timeout: seconds before a client that accepts no data is disconnected.
+    """
+
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        token: str,
+        dashboard_dir: Path | None,
+        on_connect: Callable[[int], None] | None = None,
+        stall_timeout: float = STALL_TIMEOUT,
+    ) -> None:
+        self._broker = broker
+        self._token = token
+        self._dashboard_dir = dashboard_dir
+        self._on_connect = on_connect
+        self._stall_timeout = stall_timeout
+        self._connections: dict[Client, ServerConnection] = {}
+        self._lock = threading.Lock()
+        self._server: Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    def start(self, sock: socket.socket) -> None:
+        """Serve on a bound socket (see :func:`bind`) from a daemon thread."""
+        self.port = sock.getsockname()[1]
+        self._server = serve(
+            self._handle,
+            sock=sock,
+            process_request=self._process_request,
+            compression=None,  # loopback: deflate would only cost CPU
+            max_size=4 * MAX_FRAME_BYTES,  # room to read an oversized frame and answer it
+            server_header=None,
+        )
+        # Connection threads inherit daemon-ness from this thread, so a forgotten
+        # close() never keeps the training process alive.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="onthefly-server", daemon=True
+        )
+        self._thread.start()
+
+    def close(self, flush_timeout: float = 2.0) -> None:
+        """Send what is queued (up to ``flush_timeout`` s), then close every connection."""
+        if self._server is None:
+            return
+        deadline = time.monotonic() + flush_timeout
+        with self._lock:
+            connections = dict(self._connections)
+        for client, connection in connections.items():
+            client.outbox.close()
+            if not client.outbox.wait_drained(max(0.0, deadline - time.monotonic())):
+                _abort(connection)  # unblocks a sender stuck on a client that reads nothing
+        self._server.shutdown()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = None
+
+    # ----------------------------------------------------------------------------- handshake
+
+    def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
+        refused = refuse_host(request, self.port)
+        if refused is not None:
+            return refused
+        if is_upgrade(request):
+            return refuse_upgrade(request, token=self._token, port=self.port)
+        return static_response(self._dashboard_dir, request, port=self.port)
+
+    # ----------------------------------------------------------------------------- connection
+
+    def _handle(self, connection: ServerConnection) -> None:
+        # A timeout on the socket bounds how long a blocked write may wait: after it the
+        # write fails and the library closes the connection.
+        connection.socket.settimeout(self._stall_timeout)
+        client = self._broker.connect()
+        with self._lock:
+            self._connections[client] = connection
+        sender = threading.Thread(
+            target=self._send_loop,
+            args=(client, connection),
+            name=f"onthefly-send-{client.number}",
+            daemon=True,
+        )
+        sender.start()
+        if self._on_connect is not None:
+            self._on_connect(self._broker.clients)
+        try:
+            for frame in connection:
+                self._broker.receive(client, frame, time.monotonic())
+        except ConnectionClosed:
+            pass
+        finally:
+            self._broker.disconnect(client)
+            with self._lock:
+                self._connections.pop(client, None)
+            sender.join(self._stall_timeout)
+
+    def _send_loop(self, client: Client, connection: ServerConnection) -> None:
+        outbox = client.outbox
+        try:
+            while (frames := outbox.take(timeout=1.0)) is not None:
+                try:
+                    for frame in frames:
+                        connection.send(frame, text=True)
+                finally:
+                    outbox.sent()
+                if outbox.overflowed:
+                    connection.close(1008, "client too slow: its queue overflowed")
+                    return
+        except (ConnectionClosed, OSError):
+            return
+        connection.close(1001, "session closed")
+
+
+def _abort(connection: ServerConnection) -> None:
+    with contextlib.suppress(OSError):
+        connection.socket.shutdown(socket.SHUT_RDWR)

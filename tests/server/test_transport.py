@@ -1,0 +1,295 @@
+"""The websocket transport: handshake checks, static files, limits, slow clients."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import ClientConnection, connect
+
+from onthefly.errors import ConfigurationError
+from onthefly.protocol import MAX_FRAME_BYTES
+from onthefly.server import SessionServer
+from onthefly.server.broker import Broker
+from onthefly.server.transport import Transport, bind
+
+from .conftest import answer, ask, open_client, recv
+
+
+def _get(server: SessionServer, path: str, host: str | None = None) -> http.client.HTTPResponse:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    headers = {"Host": host} if host else {}
+    conn.request("GET", path, headers=headers)
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    return response
+
+
+def _refused_status(url: str, **kwargs: Any) -> int:
+    with pytest.raises(InvalidStatus) as refused:
+        connect(url, open_timeout=5, **kwargs)
+    return refused.value.response.status_code
+
+
+# --------------------------------------------------------------------------- authentication
+
+
+def test_connections_without_the_right_token_are_refused(server: SessionServer) -> None:
+    base = f"ws://127.0.0.1:{server.port}/"
+    assert _refused_status(base) == 401
+    assert _refused_status(base + "?token=wrong") == 401
+    assert _refused_status(base, additional_headers={"Authorization": "Bearer wrong"}) == 401
+
+
+def test_token_in_query_or_bearer_header_is_accepted(server: SessionServer) -> None:
+    with open_client(server) as ws:
+        assert ask(ws, type="ping", id="1")["type"] == "reply"
+    headers = {"Authorization": f"Bearer {server.token}"}
+    with connect(f"ws://127.0.0.1:{server.port}/", additional_headers=headers) as ws:
+        assert recv(ws)["type"] == "hello"
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "http://127.0.0.1:1", "null"])
+def test_foreign_origins_are_refused_even_with_the_token(
+    server: SessionServer, origin: str
+) -> None:
+    assert _refused_status(server.ws_url, origin=origin) == 403
+
+
+@pytest.mark.parametrize(
+    "origin", ["http://127.0.0.1:{port}", "http://localhost:{port}", "vscode-webview://abc123"]
+)
+def test_own_page_and_vscode_webviews_are_allowed(server: SessionServer, origin: str) -> None:
+    with open_client(server, origin=origin.format(port=server.port)) as ws:
+        assert ask(ws, type="ping", id="1")["type"] == "reply"
+
+
+def test_foreign_host_header_is_refused(server: SessionServer) -> None:
+    assert _get(server, "/", host="evil.example").status == 403
+    assert _get(server, "/", host=f"localhost:{server.port}").status == 200
+
+
+# --------------------------------------------------------------------------- static files
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Iterator[tuple[SessionServer, Path]]:
+    root = tmp_path / "dashboard"
+    (root / "assets").mkdir(parents=True)
+    (root / "index.html").write_text("<!doctype html><title>dash</title>")
+    (root / "assets" / "app.js").write_text("console.log(1)")
+    (tmp_path / "secret.txt").write_text("do not serve")
+    with SessionServer("proj", "main", port=0, quiet=True, dashboard_dir=root) as started:
+        yield started, root
+
+
+def test_dashboard_files_are_served_with_types_and_security_headers(
+    bundle: tuple[SessionServer, Path],
+) -> None:
+    server, _ = bundle
+    page = _get(server, "/?token=anything")
+    assert page.status == 200
+    assert page.headers["Content-Type"] == "text/html; charset=utf-8"
+    assert page.headers["X-Content-Type-Options"] == "nosniff"
+    assert "default-src 'none'" in page.headers["Content-Security-Policy"]
+    assert f"ws://127.0.0.1:{server.port}" in page.headers["Content-Security-Policy"]
+    script = _get(server, "/assets/app.js")
+    assert script.status == 200
+    assert script.headers["Content-Type"].startswith("text/javascript")
+    assert _get(server, "/assets/missing.js").status == 404
+
+
+@pytest.mark.parametrize(
+    "path", ["/../secret.txt", "/%2e%2e/secret.txt", "/assets/../../secret.txt", "/..%2fsecret.txt"]
+)
+def test_path_traversal_is_refused(bundle: tuple[SessionServer, Path], path: str) -> None:
+    server, _ = bundle
+    assert _get(server, path).status in (403, 404)
+
+
+def test_missing_bundle_gives_a_page_saying_so(tmp_path: Path) -> None:
+    with SessionServer("p", "r", port=0, quiet=True, dashboard_dir=tmp_path / "none") as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        conn.request("GET", "/")
+        response = conn.getresponse()
+        body = response.read().decode()
+        conn.close()
+    assert response.status == 200
+    assert "not built" in body
+
+
+# --------------------------------------------------------------------------- bad input, limits
+
+
+def test_every_bad_frame_gets_an_error_and_serving_goes_on(server: SessionServer) -> None:
+    with open_client(server) as ws:
+        ws.send("{not json")
+        assert answer(ws, None)["error"]["code"] == "bad_json"
+        ws.send(b"\x00\x01")
+        assert answer(ws, None)["error"]["code"] == "bad_json"
+        assert ask(ws, type="warp", id="w")["error"]["code"] == "unknown_type"
+        assert ask(ws, type="ping", id="p", speed=1)["error"]["code"] == "bad_message"
+        ws.send(json.dumps({"type": "ping", "id": "big", "pad": "x" * MAX_FRAME_BYTES}))
+        too_large = answer(ws, None)
+        assert too_large["error"]["code"] == "frame_too_large"
+        assert ask(ws, type="ping", id="still")["type"] == "reply"
+
+
+def test_frames_beyond_four_times_the_limit_close_with_1009(server: SessionServer) -> None:
+    with open_client(server, max_size=None) as ws:
+        ws.send("x" * (4 * MAX_FRAME_BYTES + 1))
+        with pytest.raises(ConnectionClosed) as closed:
+            recv(ws)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    with open_client(server) as ws:  # the server itself is unaffected
+        assert ask(ws, type="ping", id="p")["type"] == "reply"
+
+
+def test_floods_are_rate_limited_with_one_answer_per_frame(server: SessionServer) -> None:
+    with open_client(server) as ws:
+        for n in range(600):
+            ws.send(json.dumps({"type": "ping", "id": str(n)}))
+        answers = [answer(ws, str(n)) for n in range(600)]
+    codes = [a["error"]["code"] for a in answers if a["type"] == "error"]
+    assert codes and set(codes) == {"rate_limited"}
+    assert sum(a["type"] == "reply" for a in answers) >= 400  # the burst at least
+
+
+# --------------------------------------------------------------------------- ports
+
+
+def test_a_taken_port_moves_to_the_next_free_one() -> None:
+    first = bind("127.0.0.1", 0)
+    port = first.getsockname()[1]
+    try:
+        second = bind("127.0.0.1", port)
+        assert second.getsockname()[1] > port
+        second.close()
+        with pytest.raises(ConfigurationError, match="all in use"):
+            bind("127.0.0.1", port, attempts=1)
+    finally:
+        first.close()
+
+
+# --------------------------------------------------------------------------- slow clients
+
+
+@contextmanager
+def _serve(broker: Broker, **kwargs: Any) -> Iterator[Transport]:
+    transport = Transport(broker, token="t", dashboard_dir=None, **kwargs)
+    transport.start(bind("127.0.0.1", 0))
+    try:
+        yield transport
+    finally:
+        transport.close(flush_timeout=0.5)
+
+
+@contextmanager
+def _stuck_client(port: int) -> Iterator[ClientConnection]:
+    """A client that reads nothing: small receive buffer, four-message queue."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Set before connecting (shrinking an open connection's buffer can stall TCP), and
+    # above the loopback MSS (64 KiB): a smaller window never reopens without slow probes.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 128 * 1024)
+    sock.connect(("127.0.0.1", port))
+    url = f"ws://127.0.0.1:{port}/?token=t"
+    with connect(url, sock=sock, max_queue=4, close_timeout=0.5) as ws:
+        yield ws
+
+
+def _publish_metrics(broker: Broker, count: int, start: int = 0) -> None:
+    for first in range(start, start + count, 500):
+        broker.publish(
+            [
+                ("main", "metrics", 1.0, {"step": s, "epoch": 0, "values": {"loss": 1.0, "x": 2.0}})
+                for s in range(first, first + 500)
+            ]
+        )
+
+
+def _started_broker(**kwargs: Any) -> Broker:
+    broker = Broker("s", "p", main_run="main", **kwargs)
+    info = {
+        "run": "main",
+        "project": "p",
+        "name": "main",
+        "state": "running",
+        "step": 0,
+        "epoch": 0,
+        "started_at": 1.0,
+    }
+    broker.publish([("main", "run_started", 1.0, {"info": info})])
+    return broker
+
+
+def test_slow_client_is_coalesced_while_a_fast_one_gets_everything() -> None:
+    broker = _started_broker(outbox_events=2000)
+    total = 40_000
+    with (
+        _serve(broker, stall_timeout=5) as transport,
+        _stuck_client(transport.port) as slow,
+        connect(f"ws://127.0.0.1:{transport.port}/?token=t") as fast,
+    ):
+        for ws in (slow, fast):
+            recv(ws)  # hello
+            assert ask(ws, type="subscribe", id="s")["data"] == {"mode": "snapshot", "seq": 1}
+            assert recv(ws)["type"] == "snapshot"
+        # From here on the slow client reads nothing until the training is over.
+        received: list[dict[str, Any]] = []
+        reader = threading.Thread(target=_read_events, args=(fast, total, received))
+        reader.start()
+        for start in range(0, total, 500):
+            # "Fast" by construction: never more than 1000 events ahead of this client.
+            while start - _count(received) > 1000 and reader.is_alive():
+                time.sleep(0.001)
+            _publish_metrics(broker, 500, start=start)
+        reader.join()
+        # Now the slow client reads: everything it got, plus what it was told it missed.
+        delivered: list[int] = []
+        dropped = 0
+        while len(delivered) + dropped < total:
+            message = recv(slow)
+            if message["type"] == "batch":
+                delivered += [e["seq"] for e in message["events"]]
+            elif message["type"] == "coalesced":
+                dropped += message["dropped"]
+    assert [m["type"] for m in received] == ["batch"] * len(received)
+    assert [e["seq"] for m in received for e in m["events"]] == list(range(2, total + 2))
+    assert dropped > 0
+    assert delivered == sorted(set(delivered))
+    assert len(delivered) + dropped == total
+
+
+def _count(messages: list[dict[str, Any]]) -> int:
+    return sum(len(m.get("events", [])) for m in list(messages))
+
+
+def _read_events(ws: ClientConnection, total: int, out: list[dict[str, Any]]) -> None:
+    count = 0
+    while count < total:
+        message = recv(ws, timeout=20)
+        out.append(message)
+        count += len(message.get("events", []))
+
+
+def test_a_client_that_accepts_nothing_is_disconnected_after_the_stall_timeout() -> None:
+    broker = _started_broker()
+    with _serve(broker, stall_timeout=0.3) as transport, _stuck_client(transport.port) as slow:
+        slow.send(json.dumps({"type": "subscribe", "id": "s"}))
+        deadline = time.monotonic() + 10
+        sent = 0
+        while broker.clients and time.monotonic() < deadline:
+            _publish_metrics(broker, 2000, start=sent)
+            sent += 2000
+            time.sleep(0.05)
+        assert broker.clients == 0
