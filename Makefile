@@ -31,7 +31,8 @@ lint: install
 	$(VENV)/bin/mypy
 
 bench: install
-	$(PY) -m pytest benchmarks --benchmark-only -q -p no:randomly
+	mkdir -p .benchmarks
+	$(PY) -m pytest benchmarks --benchmark-only -q --benchmark-json=.benchmarks/latest.json
 	$(PY) benchmarks/report.py
 
 clean:

@@ -1,0 +1,73 @@
+"""Write ``benchmarks/RESULTS.md`` from the JSON that ``make bench`` saves.
+
+Each benchmark reports its median time and the figures it recorded in ``extra_info``
+(ratios against a baseline measured in the same run, rates, counts). Usage::
+
+    python benchmarks/report.py [.benchmarks/latest.json]
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_INPUT = HERE.parent / ".benchmarks" / "latest.json"
+OUTPUT = HERE / "RESULTS.md"
+
+HEADER = """# Benchmark results
+
+Measured by `make bench` (pytest-benchmark, `--benchmark-only`) on {machine}, {date}.
+Figures that matter are ratios against a baseline measured in the same run, so they hold
+across machines better than absolute times; absolute times on shared 2-core machines are
+noisy. Reproduce with `make bench`; this file is rewritten by `python benchmarks/report.py`.
+"""
+
+
+def _figure(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def render(data: dict[str, Any]) -> str:
+    """The markdown report for one pytest-benchmark JSON document."""
+    machine = data.get("machine_info", {})
+    lines = [
+        HEADER.format(
+            machine=f"{machine.get('cpu', {}).get('brand_raw', platform.processor())} "
+            f"({machine.get('cpu', {}).get('count', '?')} cores), "
+            f"Python {machine.get('python_version', platform.python_version())}",
+            date=data.get("datetime", "")[:10],
+        )
+    ]
+    by_module: dict[str, list[dict[str, Any]]] = {}
+    for bench in data.get("benchmarks", []):
+        module = bench["fullname"].split("::")[0]
+        by_module.setdefault(module, []).append(bench)
+    for module, benches in sorted(by_module.items()):
+        lines.append(f"\n## `{module}`\n")
+        lines.append("| benchmark | median | figures |")
+        lines.append("| --- | --- | --- |")
+        for bench in benches:
+            median_ms = bench["stats"]["median"] * 1e3
+            extra = ", ".join(f"{k} = {_figure(v)}" for k, v in bench.get("extra_info", {}).items())
+            lines.append(f"| `{bench['name']}` | {median_ms:.3f} ms | {extra} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    source = Path(argv[1]) if len(argv) > 1 else DEFAULT_INPUT
+    if not source.is_file():
+        print(f"no benchmark results at {source}; run `make bench` first", file=sys.stderr)
+        return 2
+    OUTPUT.write_text(render(json.loads(source.read_text(encoding="utf-8"))), encoding="utf-8")
+    print(f"wrote {OUTPUT}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,158 @@
+"""Per-step values kept on their device and shipped to the host in batches.
+
+Reading a CUDA tensor's value (``.item()``, ``.cpu()``) waits for the GPU: done every step
+it would stall the training loop. :class:`StepBuffer` instead keeps each step's values as
+device tensors; every ``every_steps`` steps (or ``every_s`` seconds) it stacks them into one
+tensor per device and starts a single copy to the host: on CUDA a ``non_blocking`` copy into
+pinned memory whose completion is polled with ``Event.query()`` at later steps, on the CPU
+one ``.tolist()``. Rows are delivered in step order once their copy is complete.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from onthefly.callbacks._logged import Scalar
+
+
+@dataclass(frozen=True)
+class Row:
+    """One optimizer step's values, on the host."""
+
+    step: int
+    epoch: int
+    values: dict[str, float]
+
+
+@dataclass
+class _Part:
+    """The values of one transfer that live on one device."""
+
+    slots: list[tuple[int, str]]  # (row index, metric name) of each stacked value
+    host: torch.Tensor
+    event: torch.cuda.Event | None = None
+
+    def ready(self) -> bool:
+        return self.event is None or bool(self.event.query())
+
+    def wait(self) -> None:
+        if self.event is not None:
+            self.event.synchronize()
+
+
+@dataclass
+class _Transfer:
+    rows: list[tuple[int, int, dict[str, Scalar]]]
+    parts: list[_Part] = field(default_factory=list)
+
+    def ready(self) -> bool:
+        return all(part.ready() for part in self.parts)
+
+    def result(self) -> list[Row]:
+        values: list[dict[str, float]] = [
+            {name: v for name, v in row[2].items() if isinstance(v, float)} for row in self.rows
+        ]
+        for part in self.parts:
+            for (index, name), value in zip(part.slots, part.host.tolist(), strict=True):
+                values[index][name] = value
+        pairs = zip(self.rows, values, strict=True)
+        return [Row(step, epoch, vals) for (step, epoch, _), vals in pairs]
+
+
+class StepBuffer:
+    """Collects per-step values and hands them, as host floats, to ``sink`` in batches.
+
+    Args:
+        sink: receives each completed batch of rows, in step order.
+        every_steps: start a copy after this many rows.
+        every_s: or when this many seconds passed since the last copy started.
+
+    Example:
+        >>> rows = []
+        >>> buffer = StepBuffer(rows.extend, every_steps=2)
+        >>> buffer.add(1, 0, {"loss": torch.tensor(0.5)})
+        >>> buffer.add(2, 0, {"loss": torch.tensor(0.25)})
+        >>> [row.values["loss"] for row in rows]
+        [0.5, 0.25]
+    """
+
+    def __init__(
+        self, sink: Callable[[list[Row]], None], every_steps: int = 32, every_s: float = 0.1
+    ) -> None:
+        if every_steps < 1 or every_s <= 0:
+            raise ValueError(
+                f"every_steps={every_steps!r} and every_s={every_s!r}: expected every_steps >= 1 "
+                "and every_s > 0"
+            )
+        self._sink = sink
+        self._every_steps = every_steps
+        self._every_s = every_s
+        self._rows: list[tuple[int, int, dict[str, Scalar]]] = []
+        self._in_flight: deque[_Transfer] = deque()
+        self._last_start = time.monotonic()
+
+    def add(self, step: int, epoch: int, values: dict[str, Scalar]) -> None:
+        """Record one step; cheap, and never waits for the device."""
+        self._rows.append((step, epoch, values))
+        now = time.monotonic()
+        if len(self._rows) >= self._every_steps or now - self._last_start >= self._every_s:
+            self._start(now)
+        self._deliver(wait=False)
+
+    def flush(self) -> None:
+        """Ship everything recorded so far and wait for it (pause, epoch end, end of run)."""
+        if self._rows:
+            self._start(time.monotonic())
+        self._deliver(wait=True)
+
+    def _start(self, now: float) -> None:
+        transfer = _Transfer(self._rows)
+        self._rows = []
+        self._last_start = now
+        by_device: dict[torch.device, tuple[list[tuple[int, str]], list[torch.Tensor]]] = {}
+        for index, (_, _, values) in enumerate(transfer.rows):
+            for name, value in values.items():
+                if isinstance(value, torch.Tensor):
+                    slots, tensors = by_device.setdefault(value.device, ([], []))
+                    slots.append((index, name))
+                    tensors.append(value if _is_float_scalar(value) else _as_float_scalar(value))
+        for device, (slots, tensors) in by_device.items():
+            transfer.parts.append(_copy_to_host(device, slots, torch.stack(tensors)))
+        self._in_flight.append(transfer)
+
+    def _deliver(self, wait: bool) -> None:
+        while self._in_flight:
+            head = self._in_flight[0]
+            if wait:
+                for part in head.parts:
+                    part.wait()
+            elif not head.ready():
+                return
+            self._in_flight.popleft()
+            self._sink(head.result())
+
+
+def _is_float_scalar(value: torch.Tensor) -> bool:
+    return value.ndim == 0 and value.dtype == torch.float32
+
+
+def _as_float_scalar(value: torch.Tensor) -> torch.Tensor:
+    return value.reshape(()).to(torch.float32)
+
+
+def _copy_to_host(
+    device: torch.device, slots: list[tuple[int, str]], stacked: torch.Tensor
+) -> _Part:
+    if device.type == "cuda":
+        host = torch.empty(stacked.shape, dtype=stacked.dtype, pin_memory=True)
+        host.copy_(stacked, non_blocking=True)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(device))
+        return _Part(slots, host, event)
+    # CPU tensors are already on the host; other devices have no event to poll.
+    return _Part(slots, stacked.to("cpu"))

@@ -1,0 +1,183 @@
+"""OnTheFly: the one callback that makes a run live and steerable.
+
+It bundles the parts (:class:`Telemetry`, :class:`TestLauncher`, :class:`PauseGate`) around
+one shared :class:`RunSession`, opens the session when ``fit`` is set up (global rank 0
+only) and closes it when ``fit`` ends, fails or is interrupted, so the discovery file never
+outlives the run. Every Lightning hook is forwarded to the parts in order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from lightning.pytorch import Callback
+
+from onthefly.callbacks.pause_gate import PauseGate
+from onthefly.callbacks.session import RunSession
+from onthefly.callbacks.telemetry import Telemetry
+from onthefly.callbacks.test_launcher import TestLauncher
+from onthefly.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What the user handed over besides the trainer, for features that need the model, the
+    data or the loss; ``None`` where Lightning's own sources apply."""
+
+    model: Any = None
+    train_loader: Any = None
+    val_loader: Any = None
+    test_loader: Any = None
+    loss_fn: Any = None
+    datamodule: Any = None
+
+
+class OnTheFly(Callback):
+    """Watch and steer a training run from the dashboard.
+
+    Args:
+        project: the project name shown by dashboards and the CLI.
+        run_name: the run's name; ``None`` names it after the start time.
+        port: first port to try on 127.0.0.1; ``None`` reads ``ONTHEFLY_PORT`` (default 47621).
+        do_test_after: evaluate the test data when ``max_epochs`` / ``max_steps`` is reached,
+            then hold the session open, paused (see ``keep_alive``).
+        keep_alive: hold after ``do_test_after``'s test; ``None`` reads ``ONTHEFLY_KEEP_ALIVE``
+            (``0``/``1``), else holds when a dashboard is connected or stdin is a terminal.
+        log_level: lowest level of the log records forwarded to the dashboard.
+        test_loader: Lightning only: a test ``DataLoader`` to use instead of the module's.
+        datamodule: Lightning only: a ``LightningDataModule`` whose test data to use.
+        quiet: do not print the dashboard's address.
+        home: folder for discovery files (default ``$ONTHEFLY_HOME`` or ``~/.onthefly``).
+        flush_every_steps: ship buffered step values to the dashboard every this many steps …
+        flush_every_s: … or this many seconds, whichever comes first.
+        runtime_interval_s: seconds between runtime samples (CPU, memory, GPU).
+
+    Raises:
+        ConfigurationError: an argument of the wrong type or value.
+
+    Example:
+        >>> trainer = lightning.Trainer(max_epochs=3, callbacks=[OnTheFly(project="mnist")])
+        >>> trainer.fit(model, datamodule=dm)  # doctest: +SKIP
+
+        Or in a LightningCLI config::
+
+            trainer:
+              callbacks:
+                - class_path: onthefly.OnTheFly
+                  init_args: {project: mnist, do_test_after: true}
+    """
+
+    def __init__(
+        self,
+        project: str,
+        run_name: str | None = None,
+        port: int | None = None,
+        do_test_after: bool = False,
+        keep_alive: bool | None = None,
+        log_level: int | str = "INFO",
+        test_loader: Any = None,
+        datamodule: Any = None,
+        quiet: bool = False,
+        home: str | os.PathLike[str] | None = None,
+        flush_every_steps: int = 32,
+        flush_every_s: float = 0.1,
+        runtime_interval_s: float = 1.0,
+    ) -> None:
+        _check_options(project, run_name, port, keep_alive, log_level)
+        self.inputs = RunInputs(test_loader=test_loader, datamodule=datamodule)
+        self.session = RunSession(project, run_name, port=port, home=home, quiet=quiet)
+        self.telemetry = Telemetry(
+            self.session,
+            log_level=log_level,
+            flush_every_steps=flush_every_steps,
+            flush_every_s=flush_every_s,
+            runtime_interval_s=runtime_interval_s,
+        )
+        self.test_launcher = TestLauncher(
+            self.session,
+            test_source=test_loader if test_loader is not None else datamodule,
+            do_test_after=do_test_after,
+        )
+        self.pause_gate = PauseGate(self.session, hold_at_end=do_test_after, keep_alive=keep_alive)
+        # Order matters at a batch end: record the step, then test, then pause or hold.
+        self.parts: list[Callback] = [self.telemetry, self.test_launcher, self.pause_gate]
+
+    def _forward(self, hook: str, trainer: Any, pl_module: Any, *args: Any, **kwargs: Any) -> None:
+        for part in self.parts:
+            getattr(part, hook)(trainer, pl_module, *args, **kwargs)
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage == "fit":
+            self._open(trainer)
+        self._forward("setup", trainer, pl_module, stage)
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        try:
+            self._forward("on_fit_end", trainer, pl_module)
+        finally:
+            self.session.close(trainer, "training finished")
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        try:
+            self._forward("teardown", trainer, pl_module, stage)
+        finally:
+            self.session.close(trainer, "training ended")
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        try:
+            self._forward("on_exception", trainer, pl_module, exception)
+        finally:
+            self.session.close(trainer, f"stopped by {type(exception).__name__}")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {type(part).__name__: part.state_dict() for part in self.parts}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        for part in self.parts:
+            part.load_state_dict(state_dict.get(type(part).__name__, {}))
+
+    def _open(self, trainer: Any) -> None:
+        try:
+            self.session.open(trainer)
+        except (ConfigurationError, OSError) as exc:
+            # The dashboard is an aid: a session that cannot start must not cost the run.
+            log.error("OnTheFly could not start its session (%s); training goes on without it", exc)
+
+
+def _forwarder(hook: str) -> Callable[..., None]:
+    def forward(self: OnTheFly, trainer: Any, pl_module: Any, *args: Any, **kwargs: Any) -> None:
+        self._forward(hook, trainer, pl_module, *args, **kwargs)
+
+    forward.__name__ = forward.__qualname__ = hook
+    forward.__doc__ = f"Forwards ``{hook}`` to each part, in order."
+    return forward
+
+
+# Every other hook of Lightning's Callback goes to the parts unchanged.
+for _hook in [name for name in vars(Callback) if name.startswith("on_")]:
+    if _hook not in vars(OnTheFly):
+        setattr(OnTheFly, _hook, _forwarder(_hook))
+
+
+def _check_options(project: Any, run_name: Any, port: Any, keep_alive: Any, log_level: Any) -> None:
+    if not isinstance(project, str) or not project.strip():
+        raise ConfigurationError(f"project={project!r}; expected a non-empty name")
+    if run_name is not None and (not isinstance(run_name, str) or not run_name.strip()):
+        raise ConfigurationError(f"run_name={run_name!r}; expected a non-empty name or None")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+        raise ConfigurationError(f"port={port!r}; expected an int between 0 and 65535 or None")
+    if keep_alive is not None and not isinstance(keep_alive, bool):
+        raise ConfigurationError(f"keep_alive={keep_alive!r}; expected True, False or None")
+    valid = isinstance(log_level, int) or (
+        isinstance(log_level, str) and isinstance(logging.getLevelName(log_level.upper()), int)
+    )
+    if not valid or isinstance(log_level, bool):
+        raise ConfigurationError(
+            f"log_level={log_level!r}; expected a logging level such as 'INFO' or 'WARNING'"
+        )

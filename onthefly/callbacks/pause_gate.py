@@ -1,0 +1,195 @@
+"""PauseGate: pause, resume and stop a run at the batch boundary.
+
+The training thread looks at the session's inbox between two steps (never blocking while
+the run is running): a command that arrives during step ``s`` takes effect when step ``s``
+ends, so a pause is acknowledged with the step it holds at. While paused, the thread waits
+at that boundary and keeps running the commands that need a quiet model (``test``, …) until
+``resume`` or ``stop``. A stop is graceful: ``trainer.should_stop = True`` ends ``fit``
+normally, so ``on_train_end`` and ``on_fit_end`` still run.
+
+With ``hold_at_end`` the gate also holds, paused, at the last step of the run (after the
+final test), so the user can keep interacting and extend training with
+``resume(epochs=N)`` or ``resume(steps=N)``.
+
+In a distributed run only global rank 0 receives commands; at each batch end it
+broadcasts the decision (run, hold, stop) to the other ranks (one small collective per
+step), so all ranks pause, resume and stop at the same step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from lightning.pytorch import Callback
+
+from onthefly.callbacks import limits
+from onthefly.callbacks._consensus import HOLD, RUN, STOP, agree, distributed
+from onthefly.callbacks.commands import Boundary
+from onthefly.callbacks.session import RunSession
+
+if TYPE_CHECKING:
+    from onthefly.server import PendingCommand
+
+log = logging.getLogger(__name__)
+
+KEEP_ALIVE_ENV = "ONTHEFLY_KEEP_ALIVE"
+
+
+class PauseGate(Callback):
+    """Pause / resume / stop at batch boundaries, and the hold at the end of a run.
+
+    Args:
+        session: the run's shared session (commands are registered on it).
+        hold_at_end: hold, paused, when the stop condition is reached (``do_test_after``).
+        keep_alive: whether to hold; ``None`` decides from ``ONTHEFLY_KEEP_ALIVE`` (``0`` or
+            ``1``), else holds when a client is connected or stdin is a terminal.
+
+    Example:
+        >>> from onthefly.callbacks.session import RunSession
+        >>> gate = PauseGate(RunSession("demo"))  # usually created by ``OnTheFly``
+    """
+
+    def __init__(
+        self, session: RunSession, hold_at_end: bool = False, keep_alive: bool | None = None
+    ) -> None:
+        self.session = session
+        self.hold_at_end = hold_at_end
+        self.keep_alive = keep_alive
+        self._at_end = False
+        session.commands.register("pause", self._pause)
+        session.commands.register("resume", self._resume)
+        session.commands.register("stop", self._stop)
+
+    def on_train_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+    ) -> None:
+        # Commands that came in during validation or the epoch change; in a distributed run
+        # they wait for the batch end, where all ranks agree.
+        if self.session.active and not distributed(trainer):
+            boundary = Boundary(trainer, pl_module)
+            self.session.drain(boundary)
+            self._wait(boundary)
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        boundary = Boundary(trainer, pl_module)
+        if self.session.active:
+            self.session.drain(boundary)
+        at_end = self.hold_at_end and not trainer.should_stop
+        if at_end and limits.is_final_step(trainer, batch_idx):
+            self._enter_hold(boundary)
+        if distributed(trainer):
+            self._follow(boundary)
+        else:
+            self._wait(boundary)
+        self._at_end = False
+
+    # ------------------------------------------------------------------ the boundary
+
+    def _wait(self, boundary: Boundary) -> None:
+        if self.session.state == "paused" and not boundary.trainer.should_stop:
+            self.session.wait_while_paused(boundary)
+
+    def _follow(self, boundary: Boundary) -> None:
+        """All ranks: do what rank 0 decides, holding together while it is paused."""
+        trainer = boundary.trainer
+        while True:
+            decision = agree(self._decision(trainer))
+            if decision == STOP:
+                trainer.should_stop = True
+                return
+            if decision == RUN:
+                return
+            self.session.wait_once(boundary)  # a no-op on ranks without the session
+
+    def _decision(self, trainer: Any) -> int:
+        if self.session.holding(trainer):
+            return HOLD
+        return STOP if trainer.should_stop else RUN
+
+    def _enter_hold(self, boundary: Boundary) -> None:
+        if not self.session.active:
+            return
+        if not keep_alive_wanted(self.keep_alive, self.session.has_clients()):
+            print(
+                "OnTheFly: training reached its stop condition, so the session closes now. To keep "
+                f"it open for the dashboard, set {KEEP_ALIVE_ENV}=1 (or OnTheFly(keep_alive=True)) "
+                "or connect a dashboard before the end.",
+                file=sys.stderr,
+            )
+            return
+        self._at_end = True
+        self._enter_pause(boundary.trainer, "stop condition reached")
+
+    # ------------------------------------------------------------------ command handlers
+
+    def _enter_pause(self, trainer: Any, reason: str) -> None:
+        self.session.quiesce()
+        self.session.set_state("paused", trainer, reason)
+
+    def _pause(self, boundary: Boundary, cmd: PendingCommand) -> None:
+        if self.session.state != "paused":
+            self._enter_pause(boundary.trainer, "pause command")
+        cmd.reply(**self.session.position(boundary.trainer))
+
+    def _resume(self, boundary: Boundary, cmd: PendingCommand) -> None:
+        trainer = boundary.trainer
+        epochs = getattr(cmd.command, "epochs", None)
+        steps = getattr(cmd.command, "steps", None)
+        if self._at_end and epochs is None and steps is None:
+            cmd.fail(
+                "invalid_state",
+                "the run reached its stop condition; resume with epochs=N or steps=N to train "
+                "more, or send stop",
+            )
+            return
+        if epochs is not None or steps is not None:
+            current = limits.read_limits(trainer)
+            new = limits.extended(
+                current,
+                epoch=int(trainer.current_epoch),
+                step=int(trainer.global_step),
+                epochs=epochs,
+                steps=steps,
+            )
+            limits.write_limits(trainer, new)
+        if self.session.state == "paused":
+            self.session.set_state("running", trainer, "resume command")
+        new_limits = limits.read_limits(trainer)
+        cmd.reply(
+            **self.session.position(trainer),
+            max_epochs=new_limits.max_epochs,
+            max_steps=new_limits.max_steps,
+        )
+
+    def _stop(self, boundary: Boundary, cmd: PendingCommand) -> None:
+        boundary.trainer.should_stop = True
+        cmd.reply(**self.session.position(boundary.trainer), stopping=True)
+
+
+def keep_alive_wanted(keep_alive: bool | None, has_clients: bool) -> bool:
+    """Whether to hold the session open once training reached its stop condition.
+
+    Args:
+        keep_alive: an explicit choice, which wins.
+        has_clients: whether a dashboard or client is connected.
+    """
+    if keep_alive is not None:
+        return keep_alive
+    env = os.environ.get(KEEP_ALIVE_ENV, "").strip()
+    if env in ("0", "1"):
+        return env == "1"
+    if env:
+        log.warning("%s=%r is ignored: expected 0 or 1", KEEP_ALIVE_ENV, env)
+    return has_clients or _stdin_is_terminal()
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # closed or detached stdin
+        return False

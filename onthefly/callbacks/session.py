@@ -1,0 +1,172 @@
+"""One live session per run, shared by all of OnTheFly's callbacks.
+
+:class:`RunSession` owns the :class:`~onthefly.server.SessionServer` (started on global rank
+0 only), the run's state, and the batch boundary where control commands run: the training
+thread drains the server's inbox there and dispatches each command through a
+:class:`~onthefly.callbacks.commands.CommandRegistry`. Every other rank holds an inactive
+session whose methods do nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from onthefly.callbacks.commands import Boundary, CommandRegistry
+
+if TYPE_CHECKING:
+    from onthefly.protocol import RunState
+    from onthefly.server import SessionServer
+
+log = logging.getLogger(__name__)
+
+WAIT_SLICE_S = 0.2
+"""How long a paused training thread blocks on the inbox at a time, so Ctrl+C stays prompt."""
+
+
+class RunSession:
+    """The live session of one run: server, run state and command boundary.
+
+    Args:
+        project: the project name shown by dashboards and the CLI.
+        run_name: the main run's name; ``None`` names it after the start time.
+        port: TCP port on 127.0.0.1; ``None`` picks a free one.
+        home: folder for discovery files; ``None`` means ``$ONTHEFLY_HOME`` or ``~/.onthefly``.
+        quiet: do not print the dashboard address when the server starts.
+
+    Example:
+        >>> session = RunSession("demo")
+        >>> session.active  # the server starts in ``open``, on global rank 0 only
+        False
+    """
+
+    def __init__(
+        self,
+        project: str,
+        run_name: str | None = None,
+        port: int | None = None,
+        home: str | os.PathLike[str] | None = None,
+        quiet: bool = False,
+    ) -> None:
+        self.project = project
+        self.run_name = run_name
+        self.port = port
+        self.home = home
+        self.quiet = quiet
+        self.commands = CommandRegistry()
+        self.state: RunState = "running"
+        self._server: SessionServer | None = None
+        self._quiet_hooks: list[Callable[[], None]] = []
+
+    @property
+    def active(self) -> bool:
+        """Whether this process serves the session (global rank 0, between open and close)."""
+        return self._server is not None
+
+    @property
+    def server(self) -> SessionServer | None:
+        """The running server, or ``None`` on other ranks and outside the run."""
+        return self._server
+
+    def open(self, trainer: Any) -> None:
+        """Start the server on global rank 0; a second call is a no-op."""
+        if self._server is not None or not trainer.is_global_zero:
+            return
+        from onthefly.server import SessionServer
+
+        name = self.run_name or time.strftime("run-%Y%m%d-%H%M%S")
+        server = SessionServer(self.project, name, port=self.port, home=self.home, quiet=self.quiet)
+        self._server = server.start()
+        self.state = "running"
+
+    def close(self, trainer: Any, reason: str) -> None:
+        """Announce the end of the run and shut the server down (removes the discovery file)."""
+        server = self._server
+        if server is None:
+            return
+        try:
+            self.quiesce()
+            self.set_state("finished", trainer, reason)
+        finally:
+            self._server = None
+            server.close()
+
+    def on_quiet(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` whenever the run goes quiet (pause, test, end), e.g. to flush telemetry."""
+        self._quiet_hooks.append(hook)
+
+    def quiesce(self) -> None:
+        """Run the quiet hooks: everything buffered so far reaches the server."""
+        for hook in self._quiet_hooks:
+            hook()
+
+    def publish(self, kind: str, **payload: Any) -> None:
+        """Send one event of the main run; a no-op when the session is not active."""
+        server = self._server
+        if server is not None:
+            server.publish(server.main_run, kind, **payload)
+
+    def has_clients(self) -> bool:
+        """Whether a dashboard or client is connected right now."""
+        server = self._server
+        return server is not None and server.has_clients()
+
+    def set_state(self, state: RunState, trainer: Any, reason: str | None = None) -> None:
+        """Record the run's state and publish a ``status`` event with the current step."""
+        self.state = state
+        self.publish(
+            "status",
+            state=state,
+            step=int(trainer.global_step),
+            epoch=int(trainer.current_epoch),
+            reason=reason,
+        )
+
+    def position(self, trainer: Any) -> dict[str, Any]:
+        """The state, step and epoch, as command replies carry them."""
+        return {
+            "state": self.state,
+            "step": int(trainer.global_step),
+            "epoch": int(trainer.current_epoch),
+        }
+
+    def drain(self, boundary: Boundary) -> None:
+        """Run every command already waiting in the inbox; never blocks."""
+        server = self._server
+        while server is not None:
+            try:
+                cmd = server.inbox.get_nowait()
+            except queue.Empty:
+                return
+            self.commands.dispatch(boundary, cmd)
+            server = self._server
+
+    def wait_while_paused(self, boundary: Boundary) -> None:
+        """Block at the boundary, running commands as they come, until resumed or stopped."""
+        while self.holding(boundary.trainer):
+            self.wait_once(boundary)
+
+    def holding(self, trainer: Any) -> bool:
+        """Whether the training thread should stay at the boundary (paused, not stopping)."""
+        # Lightning turns SIGTERM into ``received_sigterm`` and ends the run after the step.
+        return (
+            self.state == "paused"
+            and self._server is not None
+            and not trainer.should_stop
+            and not getattr(trainer, "received_sigterm", False)
+        )
+
+    def wait_once(self, boundary: Boundary) -> None:
+        """Wait up to one slice for a command and run it."""
+        server = self._server
+        if server is None:
+            return
+        try:
+            cmd = server.inbox.get(timeout=WAIT_SLICE_S)
+        except queue.Empty:
+            return
+        self.commands.dispatch(boundary, cmd)

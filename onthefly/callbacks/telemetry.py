@@ -1,0 +1,291 @@
+"""Telemetry: what a run reports while it trains.
+
+Per optimizer step: the loss, each param group's learning rate (``lr``, ``lr/group1``, …;
+``lr/opt1`` for a second optimizer), the gradient norm (``grad_norm``) and every value the
+user logs. Per evaluation: the validation and test results. Plus epoch boundaries, runtime
+stats (a background thread, about once a second) and the run's log records and warnings.
+
+No host sync is added per step: step values stay device tensors in a
+:class:`~onthefly.callbacks._step_buffer.StepBuffer` that ships them in batches, and the
+gradient norm is one fused reduction on the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback
+
+from onthefly.callbacks import _logged
+from onthefly.callbacks._driver import is_lightning
+from onthefly.callbacks._log_forwarder import LogForwarder
+from onthefly.callbacks._runtime_sampler import RuntimeSampler, StepClock
+from onthefly.callbacks._step_buffer import Row, StepBuffer
+from onthefly.callbacks.session import RunSession
+
+log = logging.getLogger(__name__)
+
+
+class Telemetry(Callback):
+    """Streams a run's metrics, runtime stats and logs to its session.
+
+    Args:
+        session: the run's shared session.
+        log_level: the lowest level of log records forwarded (records must also pass the
+            level of the logger that emits them).
+        flush_every_steps: ship buffered step values after this many steps …
+        flush_every_s: … or after this many seconds, whichever comes first.
+        runtime_interval_s: seconds between two runtime samples.
+
+    Example:
+        >>> telemetry = Telemetry(RunSession("demo"))  # usually created by ``OnTheFly``
+    """
+
+    def __init__(
+        self,
+        session: RunSession,
+        log_level: int | str = "INFO",
+        flush_every_steps: int = 32,
+        flush_every_s: float = 0.1,
+        runtime_interval_s: float = 1.0,
+    ) -> None:
+        self.session = session
+        self._buffer = StepBuffer(self._ship, flush_every_steps, flush_every_s)
+        self._clock = StepClock()
+        self._runtime_interval_s = runtime_interval_s
+        self._sampler: RuntimeSampler | None = None
+        self._logs = LogForwarder(functools.partial(session.publish, "log"), log_level)
+        self._optimizer_values: dict[str, _logged.Scalar] = {}
+        self._losses: list[torch.Tensor] = []
+        self._last_step: int | None = None
+        self._eval_before: dict[str, int] = {}
+        self._epoch_before: dict[str, int] = {}
+        self._step_names: set[str] = {"loss"}
+        self._failed: set[str] = set()
+        session.on_quiet(self._quiet)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        if not self.session.active:
+            return
+        self._last_step = trainer.global_step
+        self._logs.install()
+        self._sampler = RuntimeSampler(
+            self._clock,
+            lambda: int(trainer.global_step),
+            functools.partial(self.session.publish, "runtime"),
+            self._runtime_interval_s,
+        )
+        self._sampler.start()
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        self.flush()
+        self._stop()
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        self._stop()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._stop()
+
+    # ------------------------------------------------------------------ training
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        if not self.session.active:
+            return
+        self._epoch_before = _logged.snapshot(trainer)
+        self.session.publish(
+            "epoch", epoch=int(trainer.current_epoch), step=int(trainer.global_step) + 1
+        )
+
+    def on_train_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self._clock.batch_started(batch)
+
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        if not self.session.active:
+            return
+        # A native trainer that clips computes the norm anyway: reuse it (see _record_step).
+        clipping = not is_lightning(trainer) and getattr(trainer, "grad_norm", None) is not None
+        with self._guarded("read the optimizer"):
+            self._optimizer_values.update(optimizer_values(trainer, optimizer, not clipping))
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self._clock.batch_ended()
+        if not self.session.active:
+            return
+        loss = _loss_of(outputs)
+        if loss is not None:
+            self._losses.append(loss)
+        if trainer.global_step != self._last_step:  # an optimizer step happened
+            with self._guarded("record a step"):
+                self._record_step(trainer, outputs)
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self.flush()
+        if self.session.active:
+            with self._guarded("report epoch values"):
+                values = _logged.epoch_values(trainer, self._epoch_before, self._step_names)
+                if values:
+                    self._publish_values(trainer, "train", values)
+
+    # ------------------------------------------------------------------ evaluation
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._eval_started(trainer)
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if not trainer.sanity_checking:
+            self._eval_ended(trainer, "val")
+
+    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+        self._eval_started(trainer)
+
+    def on_test_end(self, trainer: Any, pl_module: Any) -> None:
+        self._eval_ended(trainer, "test")
+
+    # ------------------------------------------------------------------ helpers
+
+    def flush(self) -> None:
+        """Ship every buffered step now (pause, test, evaluation, epoch and run end)."""
+        with self._guarded("ship step values"):
+            self._buffer.flush()
+
+    def _quiet(self) -> None:
+        # The run stops stepping (pause, test, end): ship the tail, and do not count the
+        # time until the next batch as waiting for data.
+        self.flush()
+        self._clock.forget_gap()
+
+    @contextlib.contextmanager
+    def _guarded(self, action: str) -> Iterator[None]:
+        # Telemetry is an aid: what it cannot read or send is reported once, never raised.
+        try:
+            yield
+        except Exception:
+            if action not in self._failed:
+                self._failed.add(action)
+                log.warning("OnTheFly could not %s; training goes on", action, exc_info=True)
+
+    def _record_step(self, trainer: Any, outputs: Any) -> None:
+        values: dict[str, _logged.Scalar] = _logged.step_values(trainer, outputs)
+        self._step_names.update(values)
+        values.update(self._optimizer_values)
+        values.update(_native_clip_norm(trainer))
+        loss = _mean(self._losses, summed=is_lightning(trainer))
+        if loss is not None:
+            values["loss"] = loss
+        self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), values)
+        self._optimizer_values = {}
+        self._losses = []
+        self._last_step = trainer.global_step
+
+    def _ship(self, rows: list[Row]) -> None:
+        for row in rows:
+            self.session.publish(
+                "metrics", split="train", step=row.step, epoch=row.epoch, values=row.values
+            )
+
+    def _eval_started(self, trainer: Any) -> None:
+        self._clock.forget_gap()
+        if self.session.active:
+            self.flush()  # the training steps before it come first in the stream
+            self._eval_before = _logged.snapshot(trainer)
+
+    def _eval_ended(self, trainer: Any, split: str) -> None:
+        if not self.session.active:
+            return
+        with self._guarded(f"report {split} results"):
+            values = _logged.eval_values(trainer, self._eval_before)
+            self._publish_values(trainer, split, values)
+
+    def _publish_values(self, trainer: Any, split: str, values: dict[str, _logged.Scalar]) -> None:
+        self.session.publish(
+            "metrics",
+            split=split,
+            step=int(trainer.global_step),
+            epoch=int(trainer.current_epoch),
+            values=_logged.host_floats(values),
+        )
+
+    def _stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.stop()
+            self._sampler = None
+        self._logs.uninstall()
+
+
+def optimizer_values(
+    trainer: Any, optimizer: Any, with_norm: bool = True
+) -> dict[str, _logged.Scalar]:
+    """Learning rates and the gradient norm of ``optimizer``, before it steps.
+
+    Args:
+        trainer: the trainer (its ``optimizers`` tell which optimizer this is).
+        optimizer: a ``torch.optim.Optimizer`` (or anything with ``param_groups``).
+        with_norm: also compute the gradient norm.
+    """
+    index = next((i for i, o in enumerate(getattr(trainer, "optimizers", ())) if o is optimizer), 0)
+    prefix = "" if index == 0 else f"/opt{index}"
+    values: dict[str, _logged.Scalar] = {}
+    for j, group in enumerate(optimizer.param_groups):
+        lr = _logged.scalar_or_none(group.get("lr"))
+        if lr is not None:
+            values[f"lr{prefix}" + (f"/group{j}" if j else "")] = lr
+    if not with_norm:
+        return values
+    norm = grad_norm(p for group in optimizer.param_groups for p in group["params"])
+    if norm is not None:
+        values[f"grad_norm{prefix}"] = norm
+    return values
+
+
+def grad_norm(parameters: Any) -> torch.Tensor | None:
+    """The global L2 norm of the parameters' gradients, as one device tensor (no host sync).
+
+    One fused ``torch._foreach_norm`` over all gradients, then the norm of the stacked norms.
+    """
+    grads = [p.grad for p in parameters if p.grad is not None and not p.grad.is_sparse]
+    if not grads:
+        return None
+    norms = list(torch._foreach_norm(grads))
+    first = norms[0]
+    if any(n.device != first.device or n.dtype != first.dtype for n in norms):
+        norms = [n.to(first.device, torch.float32) for n in norms]
+    return torch.linalg.vector_norm(torch.stack(norms).to(torch.float32))
+
+
+def _loss_of(outputs: Any) -> torch.Tensor | None:
+    loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+        return loss.detach()
+    return None
+
+
+def _mean(losses: list[torch.Tensor], summed: bool) -> torch.Tensor | None:
+    # Lightning divides each accumulated micro-batch loss by the number of micro-batches
+    # already, so their sum is the step's mean loss; the native trainer reports raw losses.
+    if not losses:
+        return None
+    if len(losses) == 1:
+        return losses[0]
+    stacked = torch.stack([loss.reshape(()) for loss in losses])
+    return stacked.sum() if summed else stacked.mean()
+
+
+def _native_clip_norm(trainer: Any) -> dict[str, _logged.Scalar]:
+    # The native trainer exposes the norm clip_grad_norm_ returned when it clipped: the same
+    # quantity as ours (total norm before clipping), for this step.
+    if is_lightning(trainer):
+        return {}
+    norm = _logged.scalar_or_none(getattr(trainer, "grad_norm", None))
+    return {} if norm is None else {"grad_norm": norm}

@@ -1,0 +1,138 @@
+"""TestLauncher: evaluate the test data on demand (``test`` command) and after training.
+
+Each evaluation runs at a batch boundary with the run in state ``testing``, gets a label
+(``test_1``, ``test_2``, … unless the command names one; also set as the environment
+variable ``ONTHEFLY_TEST_LABEL`` while it runs) and is published as a ``test_result``.
+Under Lightning it is Lightning's own test loop (the module's ``test_step`` and the
+``on_test_*`` hooks fire); under the native trainer, ``trainer.run_test()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from lightning.pytorch import Callback
+
+from onthefly.callbacks import _logged, limits
+from onthefly.callbacks._consensus import distributed
+from onthefly.callbacks._driver import is_lightning
+from onthefly.callbacks._lightning_test import run_test_loop
+from onthefly.callbacks.commands import Boundary
+from onthefly.callbacks.session import RunSession
+from onthefly.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from onthefly.server import PendingCommand
+
+log = logging.getLogger(__name__)
+
+LABEL_ENV = "ONTHEFLY_TEST_LABEL"
+_LOSS_NAMES = ("test_loss", "test/loss", "loss")
+
+
+class TestLauncher(Callback):
+    """Runs the test evaluation for the ``test`` command and for ``do_test_after``.
+
+    Args:
+        session: the run's shared session (the ``test`` command is registered on it).
+        test_source: Lightning only: a test ``DataLoader`` or ``LightningDataModule`` to use
+            instead of the one given to ``fit``.
+        do_test_after: evaluate once when the run reaches ``max_epochs`` / ``max_steps``.
+
+    Example:
+        >>> from onthefly.callbacks.session import RunSession
+        >>> launcher = TestLauncher(RunSession("demo"), do_test_after=True)
+    """
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self, session: RunSession, test_source: Any = None, do_test_after: bool = False
+    ) -> None:
+        self.session = session
+        self.test_source = test_source
+        self.do_test_after = do_test_after
+        self.tests_run = 0
+        session.commands.register("test", self._on_command)
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if not (self.do_test_after and self.session.active) or trainer.should_stop:
+            return
+        if limits.is_final_step(trainer, batch_idx):
+            try:
+                self.run(Boundary(trainer, pl_module))
+            except ConfigurationError as exc:
+                log.warning("do_test_after: the test data was not evaluated: %s", exc)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"tests_run": self.tests_run}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.tests_run = int(state_dict.get("tests_run", 0))
+
+    def run(self, boundary: Boundary, label: str | None = None) -> dict[str, Any]:
+        """Evaluate the test data now and publish the ``test_result``.
+
+        Args:
+            boundary: the trainer and module, at a batch boundary.
+            label: the result's label; ``None`` numbers it (``test_<n>``).
+
+        Returns:
+            The published ``test_result`` fields (label, step, loss, metrics, duration).
+
+        Raises:
+            ConfigurationError: there is no test data or no test step.
+        """
+        trainer = boundary.trainer
+        if distributed(trainer):
+            raise ConfigurationError(
+                "testing in the middle of a distributed run is not supported: every rank would "
+                "have to evaluate at the same boundary; test after training with trainer.test()"
+            )
+        label = label or f"test_{self.tests_run + 1}"
+        previous = self.session.state
+        self.session.quiesce()
+        self.session.set_state("testing", trainer, label)
+        os.environ[LABEL_ENV] = label
+        started = time.perf_counter()
+        try:
+            raw = self._evaluate(trainer, label)
+        finally:
+            self.session.set_state(previous, trainer, f"{label} done")
+        self.tests_run += 1
+        metrics = _logged.host_floats(_logged.scalars(raw.items()))
+        result = {
+            "label": label,
+            "step": int(trainer.global_step),
+            "loss": pick_loss(metrics),
+            "metrics": metrics,
+            "duration": time.perf_counter() - started,
+        }
+        self.session.publish("test_result", **result)
+        return result
+
+    def _evaluate(self, trainer: Any, label: str) -> dict[str, Any]:
+        if is_lightning(trainer):
+            return run_test_loop(trainer, self.test_source)
+        return dict(trainer.run_test(label=label))
+
+    def _on_command(self, boundary: Boundary, cmd: PendingCommand) -> None:
+        try:
+            result = self.run(boundary, getattr(cmd.command, "label", None))
+        except ConfigurationError as exc:
+            cmd.fail("unsupported", str(exc))
+            return
+        cmd.reply(**result)
+
+
+def pick_loss(metrics: dict[str, float]) -> float | None:
+    """The test loss among ``metrics``: ``test_loss``, ``test/loss``, ``loss``, or a ``*loss``."""
+    for name in _LOSS_NAMES:
+        if name in metrics:
+            return metrics[name]
+    return next((v for k, v in metrics.items() if k.endswith("loss")), None)

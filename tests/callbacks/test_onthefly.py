@@ -1,0 +1,149 @@
+"""The umbrella callback: hook forwarding, state, argument checks, LightningCLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+
+import onthefly
+from onthefly import OnTheFly
+from onthefly.errors import ConfigurationError
+from tests.callbacks.live import session_files
+from tests.callbacks.models import Tiny, lightning_trainer, loader
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+HOOKS = sorted(
+    name for name in vars(pl.Callback) if name.startswith("on_") or name in ("setup", "teardown")
+)
+
+
+class HookLog(pl.Callback):
+    """Records the name of every hook it receives."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+
+def _recording(name: str) -> Any:
+    def hook(self: HookLog, trainer: Any, pl_module: Any, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(name)
+
+    return hook
+
+
+for _name in HOOKS:
+    setattr(HookLog, _name, _recording(_name))
+
+
+def test_every_hook_reaches_the_parts_in_lightnings_order() -> None:
+    direct, first, second = HookLog(), HookLog(), HookLog()
+    otf = OnTheFly(project="tests", port=0, quiet=True)
+    otf.parts = [first, second]
+    trainer = lightning_trainer(max_epochs=1, limit_train_batches=2, callbacks=[otf, direct])
+    trainer.fit(Tiny(), loader(32), loader(16))
+    trainer.test(Tiny(), loader(16), verbose=False)
+    assert first.calls == second.calls == direct.calls
+    assert {"setup", "on_train_batch_end", "on_before_optimizer_step", "on_test_end"} <= set(
+        direct.calls
+    )
+
+
+def test_state_dict_round_trip() -> None:
+    otf = OnTheFly(project="tests")
+    otf.test_launcher.tests_run = 3
+    state = otf.state_dict()
+    assert state["TestLauncher"] == {"tests_run": 3}
+    other = OnTheFly(project="tests")
+    other.load_state_dict(state)
+    assert other.test_launcher.tests_run == 3
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"project": ""}, "project=''; expected a non-empty name"),
+        ({"project": "p", "port": "80"}, "port='80'; expected an int"),
+        ({"project": "p", "keep_alive": "yes"}, "keep_alive='yes'; expected True, False or None"),
+        ({"project": "p", "log_level": "LOUD"}, "log_level='LOUD'; expected a logging level"),
+        ({"project": "p", "run_name": " "}, "run_name=' '; expected a non-empty name"),
+    ],
+)
+def test_bad_options_are_refused_with_what_was_expected(options: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        OnTheFly(**options)
+
+
+def test_a_session_that_cannot_start_costs_nothing_but_the_dashboard(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    otf = OnTheFly(project="tests", port=0, quiet=True, home=not_a_folder)
+    trainer = lightning_trainer(max_epochs=1, callbacks=[otf])
+    with caplog.at_level(logging.ERROR):
+        trainer.fit(Tiny(), loader(32), loader(16))
+    assert trainer.global_step == 4
+    assert "could not start its session" in caplog.text
+    assert not otf.session.active
+
+
+@pytest.fixture
+def cli_argv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LightningCLI warns when pytest's own arguments are on the command line too."""
+    monkeypatch.setattr("sys.argv", ["lightning_cli.py"])
+    # Lightning 2.6 calls a jsonargparse API that jsonargparse 4.5x deprecates (not ours).
+    monkeypatch.setenv("JSONARGPARSE_DEPRECATION_WARNINGS", "off")
+
+
+def load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.usefixtures("cli_argv")
+def test_the_example_config_lists_onthefly_by_class_path() -> None:
+    cli = load_example("lightning_cli").main(
+        ["--config", str(EXAMPLES / "lightning_cli.yaml")], run=False
+    )
+    [otf] = [cb for cb in cli.trainer.callbacks if isinstance(cb, onthefly.OnTheFly)]
+    assert otf.session.project == "lightning-cli"
+    assert otf.test_launcher.do_test_after and otf.pause_gate.hold_at_end
+
+
+@pytest.mark.usefixtures("cli_argv")
+def test_lightning_cli_fit_runs_a_live_session(onthefly_home: Path, tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"""
+seed_everything: 0
+trainer:
+  max_epochs: 1
+  logger: false
+  enable_checkpointing: false
+  enable_progress_bar: false
+  enable_model_summary: false
+  callbacks:
+    - class_path: onthefly.OnTheFly
+      init_args: {{project: cli, port: 0, quiet: true, do_test_after: true}}
+    - class_path: tests.callbacks.conftest.Connect
+      init_args: {{home: {onthefly_home}}}
+data:
+  samples: 256
+"""
+    )
+    cli = load_example("lightning_cli").main(["fit", "--config", str(config)])
+    [connect] = [cb for cb in cli.trainer.callbacks if type(cb).__name__ == "Connect"]
+    client = connect.finished()
+    assert [e["step"] for e in client.of("metrics", split="train")] == list(range(1, 5))
+    assert [e["label"] for e in client.of("test_result")] == ["test_1"]
+    assert session_files(onthefly_home) == []
+    client.close()

@@ -1,0 +1,173 @@
+"""Telemetry under a real Lightning fit, observed through a real websocket client."""
+
+from __future__ import annotations
+
+import logging
+import math
+import traceback
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+
+import onthefly
+from onthefly import OnTheFly
+from tests.callbacks.conftest import Connect
+from tests.callbacks.live import session_files
+from tests.callbacks.models import Tiny, lightning_trainer, loader
+
+ONTHEFLY_DIR = str(Path(onthefly.__file__).resolve().parent)
+
+
+class Recorder(pl.Callback):
+    """What the step really computed (read with syncs: the test's business, not OnTheFly's)."""
+
+    def __init__(self) -> None:
+        self.losses: dict[int, float] = {}
+        self.norms: dict[int, float] = {}
+
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        squares = sum(float(p.grad.pow(2).sum()) for p in pl_module.parameters())
+        self.norms[trainer.global_step + 1] = math.sqrt(squares)
+        if trainer.global_step == 1:
+            logging.getLogger("onthefly.server.transport").warning("the server's own record")
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
+        self.losses[trainer.global_step] = float(outputs["loss"])
+
+
+def test_a_fit_streams_steps_evaluations_epochs_runtime_and_logs(onthefly_home: Path) -> None:
+    recorder, connect = Recorder(), Connect(onthefly_home)
+    showwarning, root_handlers = warnings.showwarning, list(logging.getLogger().handlers)
+    otf = OnTheFly(
+        project="tests", run_name="telemetry", port=0, quiet=True, runtime_interval_s=0.05
+    )
+    trainer = lightning_trainer(max_epochs=2, callbacks=[otf, recorder, connect])
+    with pytest.warns(UserWarning, match="tiny warning"):
+        trainer.fit(Tiny(step_sleep=0.02, chatty=True), loader(64), loader(16, seed=1))
+    client = connect.finished()
+
+    train = client.of("metrics", split="train")
+    assert [e["step"] for e in train] == list(range(1, 17))
+    assert [e["epoch"] for e in train] == [0] * 8 + [1] * 8
+    for event in train:
+        values, step = event["values"], event["step"]
+        assert set(values) == {"loss", "lr", "lr/group1", "grad_norm", "train_acc"}
+        assert (values["lr"], values["lr/group1"]) == (0.1, 0.05)
+        assert values["loss"] == pytest.approx(recorder.losses[step], rel=1e-6)
+        assert values["grad_norm"] == pytest.approx(recorder.norms[step], rel=1e-5)
+        assert 0.0 <= values["train_acc"] <= 1.0
+
+    val = client.of("metrics", split="val")  # the sanity check is not reported
+    assert [(e["step"], set(e["values"])) for e in val] == [(8, {"val_loss"}), (16, {"val_loss"})]
+    assert [(e["epoch"], e["step"]) for e in client.of("epoch")] == [(0, 1), (1, 9)]
+
+    runtime = client.of("runtime")
+    assert runtime and all(e["rss_bytes"] > 0 and e["cpu_percent"] is not None for e in runtime)
+    assert any(e["step_time"] and e["step_time"] >= 0.02 for e in runtime)
+    assert any(e["samples_per_s"] for e in runtime)
+
+    records = [e["record"] for e in client.of("log")]
+    assert {"level": "WARNING", "logger": "tiny", "message": "tiny step 1"}.items() <= next(
+        r for r in records if r["logger"] == "tiny"
+    ).items()
+    assert any(r["message"].startswith("UserWarning: tiny warning") for r in records)
+    assert not any(r["logger"].startswith("onthefly.server") for r in records)
+
+    assert client.events[-1]["type"] == "status" and client.events[-1]["state"] == "finished"
+    client.close()
+    assert session_files(onthefly_home) == []
+    assert warnings.showwarning == showwarning
+    assert logging.getLogger().handlers == root_handlers
+
+
+class SyncCounter:
+    """Counts host-sync calls (``.item()``, ``.cpu()``, ``.tolist()``, ``float(t)``, …) made
+    from OnTheFly's code."""
+
+    NAMES = ("item", "cpu", "tolist", "numpy", "__float__", "__int__", "__bool__")
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[str] = []
+        for name in self.NAMES:
+            monkeypatch.setattr(torch.Tensor, name, self._wrap(name, getattr(torch.Tensor, name)))
+
+    def _wrap(self, name: str, original: Any) -> Any:
+        def counted(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            frames = traceback.extract_stack(limit=12)[:-1]
+            if any(frame.filename.startswith(ONTHEFLY_DIR) for frame in frames):
+                self.calls.append(name)
+            return original(tensor, *args, **kwargs)
+
+        return counted
+
+
+class StepWindow(pl.Callback):
+    """Snapshots the sync count at each step's start, before any flush could happen."""
+
+    def __init__(self, counter: SyncCounter) -> None:
+        self.counter = counter
+        self.at_start: dict[int, int] = {}
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+        self.at_start[trainer.global_step + 1] = len(self.counter.calls)
+
+
+def test_no_host_sync_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = SyncCounter(monkeypatch)
+    window = StepWindow(counter)
+    otf = OnTheFly(
+        project="tests",
+        port=0,
+        quiet=True,
+        flush_every_steps=10_000,
+        flush_every_s=1e9,
+        runtime_interval_s=60,
+    )
+    # prog_bar=True: Lightning's callback_metrics would call .item() on such values.
+    trainer = lightning_trainer(max_epochs=1, callbacks=[window, otf], num_sanity_val_steps=0)
+    trainer.fit(Tiny(prog_bar=True), loader(128), loader(16))
+
+    # Steps 1..16 run without one sync from OnTheFly; at the epoch's end, the validation
+    # results and the flush of the 16 buffered steps cost one copy each.
+    assert window.at_start[16] == window.at_start[2] == 0
+    assert Counter(counter.calls) == Counter({"tolist": 2})
+
+
+class EpochLogged(Tiny):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.log("seen", float(batch[0].shape[0]), on_step=False, on_epoch=True, reduce_fx="sum")
+        return loss
+
+
+def test_epoch_level_values_arrive_at_the_epochs_last_step(onthefly_home: Path) -> None:
+    connect = Connect(onthefly_home)
+    otf = OnTheFly(project="tests", port=0, quiet=True)
+    trainer = lightning_trainer(max_epochs=2, callbacks=[otf, connect])
+    trainer.fit(EpochLogged(), loader(64), loader(16))
+    client = connect.finished()
+    epoch_level = [e for e in client.of("metrics", split="train") if "loss" not in e["values"]]
+    assert [(e["step"], e["values"]) for e in epoch_level] == [
+        (8, {"seen": 64.0}),
+        (16, {"seen": 64.0}),
+    ]
+    client.close()
+
+
+def test_telemetry_that_cannot_read_a_step_warns_once_and_training_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def moved(*args: Any) -> Any:
+        raise AttributeError("'_ResultCollection' object has no attribute 'valid_items'")
+
+    monkeypatch.setattr("onthefly.callbacks._logged.step_values", moved)
+    otf = OnTheFly(project="tests", port=0, quiet=True)
+    trainer = lightning_trainer(max_epochs=1, callbacks=[otf])
+    trainer.fit(Tiny(), loader(64), loader(16))
+    assert trainer.global_step == 8
+    assert caplog.text.count("OnTheFly could not record a step; training goes on") == 1
