@@ -12,8 +12,11 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onthefly.callbacks.commands import Boundary, CommandRegistry
@@ -60,6 +63,7 @@ class RunSession:
         self.commands = CommandRegistry()
         self.state: RunState = "running"
         self._server: SessionServer | None = None
+        self._workdir: Path | None = None
         self._quiet_hooks: list[Callable[[], None]] = []
 
     @property
@@ -71,6 +75,17 @@ class RunSession:
     def server(self) -> SessionServer | None:
         """The running server, or ``None`` on other ranks and outside the run."""
         return self._server
+
+    @property
+    def workdir(self) -> Path:
+        """The run's temporary folder (per-sample history, snapshots), created on first use.
+
+        Sessions are ephemeral: it is removed when the session closes; an export copies
+        what it needs out of it first.
+        """
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="onthefly-"))
+        return self._workdir
 
     def open(self, trainer: Any) -> None:
         """Start the server on global rank 0; a second call is a no-op."""
@@ -87,6 +102,7 @@ class RunSession:
         """Announce the end of the run and shut the server down (removes the discovery file)."""
         server = self._server
         if server is None:
+            self._remove_workdir()
             return
         try:
             self.quiesce()
@@ -94,6 +110,12 @@ class RunSession:
         finally:
             self._server = None
             server.close()
+            self._remove_workdir()
+
+    def _remove_workdir(self) -> None:
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
 
     def on_quiet(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` whenever the run goes quiet (pause, test, end), e.g. to flush telemetry."""
