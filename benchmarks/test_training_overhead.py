@@ -1,0 +1,295 @@
+"""What OnTheFly costs a training run, per step, against bare loops in the same run.
+
+Four drivers on the same workload, interleaved round by round so machine noise hits all:
+
+* (a) a hand-written PyTorch loop,
+* (b) ``onthefly.Trainer`` with all callbacks, its session server running, one client watching,
+* (c) a plain ``lightning.Trainer``,
+* (d) ``lightning.Trainer`` + ``attach_lightning``, server running, one client watching.
+
+Targets: (b)/(a) ≤ 1.10 and (d)/(c) ≤ 1.05, on an MLP 32-64-2 (4096×32 features, batch
+128, Adam) and on a CNN of about 2M parameters. The host syncs OnTheFly adds per step
+(``.item()``, ``.cpu()``, ``.tolist()`` … called from ``onthefly/``) are counted too.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import onthefly
+
+ROUNDS = 5
+WARMUP = 10
+SYNC_NAMES = ("item", "cpu", "tolist", "numpy", "__float__", "__int__", "__bool__")
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    make_model: Callable[[], nn.Module]
+    features: tuple[int, ...]
+    classes: int
+    samples: int
+    batch_size: int
+    steps: int
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2))
+
+
+def _cnn() -> nn.Module:
+    """About 2.0M parameters on 3×32×32 inputs."""
+    return nn.Sequential(
+        nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(256 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, 10),
+    )  # fmt: skip
+
+
+WORKLOADS = [
+    Workload("mlp", _mlp, (32,), 2, 4096, 128, 256),
+    Workload("cnn", _cnn, (3, 32, 32), 10, 512, 32, 40),
+]
+
+
+def _loader(work: Workload) -> DataLoader[Any]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(work.samples, *work.features, generator=generator)
+    y = torch.randint(0, work.classes, (work.samples,), generator=generator)
+    return DataLoader(TensorDataset(x, y), batch_size=work.batch_size, shuffle=True)
+
+
+class _Module(pl.LightningModule):
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.loss_fn = nn.CrossEntropyLoss()
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return self.loss_fn(self.model(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+
+WATCHER = """
+import sys, time
+import onthefly
+deadline = time.monotonic() + 60
+while not list_sessions() and time.monotonic() < deadline:
+    time.sleep(0.005)
+with onthefly.connect() as client:
+    for _ in client.watch():
+        pass
+"""
+
+
+@contextmanager
+def _watching_client() -> Iterator[None]:
+    """A dashboard stand-in in its own process that watches the run from its first step."""
+    watcher = subprocess.Popen([sys.executable, "-c", WATCHER], stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        try:
+            watcher.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            watcher.kill()
+            watcher.wait()
+
+
+class _StepClock(pl.Callback):
+    """Seconds per step in the steady state: from the start of step WARMUP to the last end."""
+
+    def __init__(self) -> None:
+        self.start = 0.0
+        self.end = 0.0
+        self.steps = 0
+
+    def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
+        if trainer.global_step == WARMUP:
+            self.start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        self.end = time.perf_counter()
+        self.steps = trainer.global_step - WARMUP
+
+    @property
+    def per_step(self) -> float:
+        return (self.end - self.start) / self.steps
+
+
+def _plain(work: Workload) -> float:
+    torch.manual_seed(0)
+    model = work.make_model()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    loader = _loader(work)
+    steps = 0
+    start = end = 0.0
+    while steps < work.steps:
+        for x, y in loader:
+            if steps == WARMUP:
+                start = time.perf_counter()
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            steps += 1
+            end = time.perf_counter()
+            if steps == work.steps:
+                break
+    return (end - start) / (work.steps - WARMUP)
+
+
+def _native(work: Workload) -> float:
+    torch.manual_seed(0)
+    model = work.make_model()
+    clock = _StepClock()
+    trainer = onthefly.Trainer(
+        project="bench",
+        run_name="native",
+        max_steps=work.steps,
+        progress_bar=False,
+        callbacks=[clock],
+        quiet=True,
+    )
+    with _watching_client():
+        trainer.fit(
+            model=model,
+            optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
+            loss_fn=nn.CrossEntropyLoss(),
+            train_loader=_loader(work),
+        )
+    return clock.per_step
+
+
+def _lightning(work: Workload, attach: bool) -> float:
+    torch.manual_seed(0)
+    module = _Module(work.make_model())
+    clock = _StepClock()
+    trainer = pl.Trainer(
+        callbacks=[clock],
+        max_steps=work.steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        devices=1,
+    )
+    if not attach:
+        trainer.fit(module, train_dataloaders=_loader(work))
+        return clock.per_step
+    onthefly.attach_lightning(trainer, project="bench", run_name="lightning", quiet=True)
+    with _watching_client():
+        trainer.fit(module, train_dataloaders=_loader(work))
+    return clock.per_step
+
+
+DRIVERS: dict[str, Callable[[Workload], float]] = {
+    "plain": _plain,
+    "native": _native,
+    "lightning": lambda work: _lightning(work, attach=False),
+    "lightning+onthefly": lambda work: _lightning(work, attach=True),
+}
+
+
+def _measure(work: Workload) -> dict[str, float]:
+    """Median seconds per step of each driver, the drivers interleaved round by round."""
+    times: dict[str, list[float]] = {name: [] for name in DRIVERS}
+    for _ in range(ROUNDS):
+        for name, driver in DRIVERS.items():
+            times[name].append(driver(work))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+@pytest.mark.parametrize("work", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_training_overhead(benchmark: Any, work: Workload) -> None:
+    torch.set_num_threads(1)
+    for driver in DRIVERS.values():  # warm up imports, allocator and thread pools
+        driver(Workload(work.name, work.make_model, work.features, work.classes,
+                        work.samples, work.batch_size, WARMUP + 2))  # fmt: skip
+    medians = benchmark.pedantic(_measure, args=(work,), rounds=1, iterations=1)
+    native_ratio = medians["native"] / medians["plain"]
+    lightning_ratio = medians["lightning+onthefly"] / medians["lightning"]
+    benchmark.extra_info.update(
+        {f"ms_per_step[{name}]": value * 1e3 for name, value in medians.items()}
+        | {
+            "native/plain": native_ratio,
+            "lightning+onthefly/lightning": lightning_ratio,
+            "added_us_per_step[native]": (medians["native"] - medians["plain"]) * 1e6,
+            "added_us_per_step[lightning]": (medians["lightning+onthefly"] - medians["lightning"])
+            * 1e6,
+        }
+    )
+
+
+class _SyncCounter:
+    """Counts tensor→host calls whose caller is OnTheFly's own code."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        self.active = False
+        for name in SYNC_NAMES:
+            monkeypatch.setattr(torch.Tensor, name, self._wrap(getattr(torch.Tensor, name)))
+
+    def _wrap(self, original: Any) -> Any:
+        def counted(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if self.active:
+                frames = traceback.extract_stack(limit=4)[:-1]
+                if any("/onthefly/" in frame.filename for frame in frames):
+                    self.calls += 1
+            return original(tensor, *args, **kwargs)
+
+        return counted
+
+
+def test_host_syncs_per_step(benchmark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OnTheFly's host syncs during the steps between two flushes (target: 0 per step)."""
+    torch.set_num_threads(1)
+    counter = _SyncCounter(monkeypatch)
+
+    class Window(pl.Callback):
+        """Counts only inside steps 2..25, away from fit start/end and the periodic flush."""
+
+        def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
+            counter.active = 2 <= trainer.global_step < 25
+
+    work = WORKLOADS[0]
+
+    def run() -> None:
+        torch.manual_seed(0)
+        model = work.make_model()
+        trainer = onthefly.Trainer(
+            project="bench", max_steps=40, progress_bar=False, quiet=True, callbacks=[Window()],
+            flush_every_steps=1000, flush_every_s=1000.0,
+        )  # fmt: skip
+        trainer.fit(
+            model=model,
+            optimizer=torch.optim.Adam(model.parameters()),
+            loss_fn=nn.CrossEntropyLoss(),
+            train_loader=_loader(work),
+        )
+
+    benchmark.pedantic(run, rounds=1, iterations=1)
+    benchmark.extra_info["host_syncs_per_step[native]"] = counter.calls / 23
+    assert counter.calls == 0
