@@ -53,3 +53,10 @@ test-extension: install | $(CHROMIUM)
 bench-extension: install | $(CHROMIUM)
 	cd extension && npm ci --no-audit --no-fund
 	cd extension && ONTHEFLY_STREAM_SECONDS=60 npm run test:perf
+
+# The packaged extension in a real VS Code host (code-server, installed once into
+# extension/.vscode-test/: about 2 minutes and 800 MB), against a real training process.
+.PHONY: test-vscode
+test-vscode: install | $(CHROMIUM)
+	cd extension && npm ci --no-audit --no-fund
+	cd extension && ./scripts/test-vscode.sh

@@ -1,21 +1,49 @@
 """The opening handshake's checks and the plain HTTP answers, as pure functions.
 
-Websocket upgrades must come to our own host name, from an allowed origin (our own page,
-a VS Code webview, or no browser at all) and carry the session's token. Plain ``GET``
-requests get the dashboard's static files: the page needs no token (the token travels in
-the page's URL and its script opens the websocket with it).
+Security model: every request must name our own host (``127.0.0.1:PORT`` or
+``localhost:PORT``, against DNS rebinding). Websocket upgrades must also carry the
+session's token and come from an allowed origin: no browser at all (CLI, Python client,
+the VS Code extension host), a VS Code webview, our own page, or the page of another live
+OnTheFly session listed in the same discovery folder — one browser dashboard watches every
+run on the machine, and those pages are ours (same bundle, same strict CSP). Any other
+origin gets 403 even with the right token.
+
+Plain ``GET`` requests get the dashboard's static files: the page needs no token (the
+token travels in the page's URL and its script opens the websocket with it). The page
+learns the other live sessions, tokens included, from ``GET /sessions?token=TOKEN``; that
+endpoint requires this session's token (401 otherwise) and is never cached. It reveals
+nothing beyond what the discovery files already give the same user: whoever holds one
+token could read the folder holding them all.
 """
 
 from __future__ import annotations
 
 import hmac
 import http
+import json
 import mimetypes
+import re
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
+
+from onthefly.server.discovery import SessionFile
+
+SESSIONS_PATH = "/sessions"
+"""The page's list of live sessions (``GET /sessions?token=TOKEN``)."""
+
+# connect-src allows websockets to any loopback port: the page also connects to the other
+# live sessions, whose ports are not known in advance (each of those servers checks the
+# page's origin and that session's token).
+_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self' ws://127.0.0.1:* ws://localhost:*; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'none'"
+)
+_LOOPBACK_ORIGIN = re.compile(r"http://(?:127\.0\.0\.1|localhost):(\d{1,5})")
 
 _CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -46,15 +74,71 @@ def is_upgrade(request: Request) -> bool:
     return "websocket" in request.headers.get("Upgrade", "").lower()
 
 
-def refuse_upgrade(request: Request, *, token: str, port: int) -> Response | None:
-    """The 401/403 response refusing a websocket upgrade, or ``None`` to accept it."""
+def is_sessions_request(request: Request) -> bool:
+    """Whether a plain request asks for the list of live sessions."""
+    return urlsplit(request.path).path == SESSIONS_PATH
+
+
+def refuse_upgrade(
+    request: Request,
+    *,
+    token: str,
+    port: int,
+    live_ports: Callable[[], Collection[int]] = frozenset,
+) -> Response | None:
+    """The 401/403 response refusing a websocket upgrade, or ``None`` to accept it.
+
+    Args:
+        request: the opening handshake.
+        token: this session's secret.
+        port: this server's port (its own page's origin is always allowed).
+        live_ports: the ports of the live sessions in this session's discovery folder;
+            called only for a loopback origin on another port.
+    """
     origin = request.headers.get("Origin")
-    if origin is not None and not _allowed_origin(origin, port):
+    if origin is not None and not _allowed_origin(origin, port, live_ports):
         return _text(
             http.HTTPStatus.FORBIDDEN,
-            f"Origin {origin!r} is not allowed; expected this server's own page "
-            f"(http://127.0.0.1:{port}) or a VS Code webview.\n",
+            f"Origin {origin!r} is not allowed; expected the page of a live OnTheFly "
+            f"session (such as http://127.0.0.1:{port}) or a VS Code webview.\n",
         )
+    return _refuse_token(request, token)
+
+
+def sessions_response(
+    request: Request, *, token: str, sessions: Callable[[], Iterable[SessionFile]]
+) -> Response:
+    """The live sessions as JSON for this session's page; 401 without this session's token.
+
+    Each entry has ``pid``, ``port``, ``project``, ``run``, ``session``, ``token`` and
+    ``started_at``. The answer carries tokens, so it is never cached; a page of another
+    origin cannot read it (no CORS headers).
+    """
+    refused = _refuse_token(request, token)
+    if refused is not None:
+        return refused
+    listed = [
+        {
+            "pid": s.pid,
+            "port": s.port,
+            "project": s.project,
+            "run": s.run,
+            "session": s.session,
+            "token": s.token,
+            "started_at": s.started_at,
+        }
+        for s in sessions()
+    ]
+    body = json.dumps({"sessions": listed}).encode()
+    headers = Headers()
+    headers["Content-Type"] = "application/json"
+    headers["Content-Length"] = str(len(body))
+    headers["X-Content-Type-Options"] = "nosniff"
+    headers["Cache-Control"] = "no-store"
+    return Response(http.HTTPStatus.OK, "OK", headers, body)
+
+
+def _refuse_token(request: Request, token: str) -> Response | None:
     given = _token_of(request)
     if given is None:
         return _text(
@@ -77,13 +161,13 @@ def refuse_host(request: Request, port: int) -> Response | None:
     )
 
 
-def static_response(root: Path | None, request: Request, *, port: int) -> Response:
+def static_response(root: Path | None, request: Request) -> Response:
     """A file of the dashboard bundle under ``root``, never anything outside it."""
     path = unquote(urlsplit(request.path).path)
     relative = path.lstrip("/") or "index.html"
     if root is None or not (root / "index.html").is_file():
         if relative == "index.html":
-            return _file_response(_NOT_BUILT, ".html", port)
+            return _file_response(_NOT_BUILT, ".html")
         return _text(http.HTTPStatus.NOT_FOUND, "Not found (the dashboard is not built).\n")
     base = root.resolve()
     target = (base / relative).resolve()
@@ -91,31 +175,22 @@ def static_response(root: Path | None, request: Request, *, port: int) -> Respon
         return _text(http.HTTPStatus.FORBIDDEN, "Path outside the dashboard folder.\n")
     if not target.is_file():
         return _text(http.HTTPStatus.NOT_FOUND, f"Not found: {path}\n")
-    return _file_response(target.read_bytes(), target.suffix, port)
+    return _file_response(target.read_bytes(), target.suffix)
 
 
-def _file_response(body: bytes, suffix: str, port: int) -> Response:
+def _file_response(body: bytes, suffix: str) -> Response:
     content_type = _CONTENT_TYPES.get(suffix.lower()) or (
         mimetypes.types_map.get(suffix.lower(), "application/octet-stream")
     )
     headers = Headers()
     headers["Content-Type"] = content_type
     headers["Content-Length"] = str(len(body))
-    headers["Content-Security-Policy"] = _csp(port)
+    headers["Content-Security-Policy"] = _CSP
     headers["X-Content-Type-Options"] = "nosniff"
     # The page's URL carries the token: never leak it through a Referer header.
     headers["Referrer-Policy"] = "no-referrer"
     headers["Cache-Control"] = "no-store"
     return Response(http.HTTPStatus.OK, "OK", headers, body)
-
-
-def _csp(port: int) -> str:
-    sockets = f"ws://127.0.0.1:{port} ws://localhost:{port}"
-    return (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        f"font-src 'self'; connect-src 'self' {sockets}; base-uri 'none'; form-action 'none'; "
-        "frame-ancestors 'none'"
-    )
 
 
 def _text(status: http.HTTPStatus, text: str) -> Response:
@@ -127,10 +202,14 @@ def _text(status: http.HTTPStatus, text: str) -> Response:
     return Response(status.value, status.phrase, headers, body)
 
 
-def _allowed_origin(origin: str, port: int) -> bool:
-    if origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}"):
+def _allowed_origin(origin: str, port: int, live_ports: Callable[[], Collection[int]]) -> bool:
+    if origin.startswith("vscode-webview://"):
         return True
-    return origin.startswith("vscode-webview://")
+    loopback = _LOOPBACK_ORIGIN.fullmatch(origin)
+    if loopback is None:
+        return False
+    origin_port = int(loopback.group(1))
+    return origin_port == port or origin_port in live_ports()
 
 
 def _token_of(request: Request) -> str | None:

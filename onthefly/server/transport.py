@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import socket
 import threading
 import time
@@ -28,7 +29,15 @@ from websockets.sync.server import Server, ServerConnection, serve
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import MAX_FRAME_BYTES
 from onthefly.server.broker import Broker, Client
-from onthefly.server.gate import is_upgrade, refuse_host, refuse_upgrade, static_response
+from onthefly.server.discovery import SessionFile, list_sessions
+from onthefly.server.gate import (
+    is_sessions_request,
+    is_upgrade,
+    refuse_host,
+    refuse_upgrade,
+    sessions_response,
+    static_response,
+)
 
 PORT_ATTEMPTS = 20
 """Ports tried, upwards from the requested one, before giving up."""
@@ -66,6 +75,9 @@ class Transport:
         dashboard_dir: the built dashboard bundle (``None``: a page says it is not built).
         on_connect: called with the client count after each new websocket.
         stall_timeout: seconds before a client that accepts no data is disconnected.
+        home: the OnTheFly home whose discovery folder lists the sibling sessions (their
+            pages may connect here; ``GET /sessions`` lists them); default
+            ``$ONTHEFLY_HOME`` or ``~/.onthefly``.
     """
 
     def __init__(
@@ -76,8 +88,10 @@ class Transport:
         dashboard_dir: Path | None,
         on_connect: Callable[[int], None] | None = None,
         stall_timeout: float = STALL_TIMEOUT,
+        home: str | os.PathLike[str] | None = None,
     ) -> None:
         self._broker = broker
+        self._home = home
         self._token = token
         self._dashboard_dir = dashboard_dir
         self._on_connect = on_connect
@@ -129,8 +143,18 @@ class Transport:
         if refused is not None:
             return refused
         if is_upgrade(request):
-            return refuse_upgrade(request, token=self._token, port=self.port)
-        return static_response(self._dashboard_dir, request, port=self.port)
+            return refuse_upgrade(
+                request, token=self._token, port=self.port, live_ports=self._live_ports
+            )
+        if is_sessions_request(request):
+            return sessions_response(request, token=self._token, sessions=self._live_sessions)
+        return static_response(self._dashboard_dir, request)
+
+    def _live_sessions(self) -> list[SessionFile]:
+        return list_sessions(self._home)
+
+    def _live_ports(self) -> set[int]:
+        return {session.port for session in list_sessions(self._home)}
 
     # ----------------------------------------------------------------------------- connection
 

@@ -26,13 +26,19 @@ from .conftest import answer, ask, open_client, recv
 
 
 def _get(server: SessionServer, path: str, host: str | None = None) -> http.client.HTTPResponse:
+    return _get_with_body(server, path, host)[0]
+
+
+def _get_with_body(
+    server: SessionServer, path: str, host: str | None = None
+) -> tuple[http.client.HTTPResponse, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     headers = {"Host": host} if host else {}
     conn.request("GET", path, headers=headers)
     response = conn.getresponse()
-    response.read()
+    body = response.read()
     conn.close()
-    return response
+    return response, body
 
 
 def _refused_status(url: str, **kwargs: Any) -> int:
@@ -74,6 +80,31 @@ def test_own_page_and_vscode_webviews_are_allowed(server: SessionServer, origin:
         assert ask(ws, type="ping", id="1")["type"] == "reply"
 
 
+def test_pages_of_other_live_sessions_in_the_same_home_are_allowed(
+    server: SessionServer,
+) -> None:
+    with SessionServer("proj", "second", port=0, quiet=True) as sibling:
+        for origin in (f"http://127.0.0.1:{sibling.port}", f"http://localhost:{sibling.port}"):
+            with open_client(server, origin=origin) as ws:
+                assert ask(ws, type="ping", id="1")["type"] == "reply"
+        gone = sibling.port
+    # Once that session has ended, its port is foreign again.
+    assert _refused_status(server.ws_url, origin=f"http://127.0.0.1:{gone}") == 403
+
+
+def test_pages_of_sessions_in_another_home_are_refused(
+    server: SessionServer, tmp_path: Path
+) -> None:
+    with SessionServer("other", "run", port=0, quiet=True, home=tmp_path / "elsewhere") as other:
+        assert _refused_status(server.ws_url, origin=f"http://127.0.0.1:{other.port}") == 403
+
+
+def test_a_sibling_origin_still_needs_the_token(server: SessionServer) -> None:
+    with SessionServer("proj", "second", port=0, quiet=True) as sibling:
+        url = f"ws://127.0.0.1:{server.port}/?token={sibling.token}"
+        assert _refused_status(url, origin=f"http://127.0.0.1:{sibling.port}") == 401
+
+
 def test_foreign_host_header_is_refused(server: SessionServer) -> None:
     assert _get(server, "/", host="evil.example").status == 403
     assert _get(server, "/", host=f"localhost:{server.port}").status == 200
@@ -102,7 +133,10 @@ def test_dashboard_files_are_served_with_types_and_security_headers(
     assert page.headers["Content-Type"] == "text/html; charset=utf-8"
     assert page.headers["X-Content-Type-Options"] == "nosniff"
     assert "default-src 'none'" in page.headers["Content-Security-Policy"]
-    assert f"ws://127.0.0.1:{server.port}" in page.headers["Content-Security-Policy"]
+    assert (
+        "connect-src 'self' ws://127.0.0.1:* ws://localhost:*;"
+        in page.headers["Content-Security-Policy"]
+    )
     script = _get(server, "/assets/app.js")
     assert script.status == 200
     assert script.headers["Content-Type"].startswith("text/javascript")
@@ -126,6 +160,48 @@ def test_missing_bundle_gives_a_page_saying_so(tmp_path: Path) -> None:
         conn.close()
     assert response.status == 200
     assert "not built" in body
+
+
+# --------------------------------------------------------------------------- live sessions
+
+
+def test_sessions_lists_every_live_session_of_the_home_with_its_token(
+    server: SessionServer,
+) -> None:
+    with SessionServer("other", "second", port=0, quiet=True) as sibling:
+        response, body = _get_with_body(server, f"/sessions?token={server.token}")
+        assert response.status == 200
+        assert response.headers["Content-Type"] == "application/json"
+        assert response.headers["Cache-Control"] == "no-store"
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        listed = {entry["port"]: entry for entry in json.loads(body)["sessions"]}
+    assert set(listed) == {server.port, sibling.port}
+    assert listed[sibling.port]["token"] == sibling.token
+    assert listed[sibling.port]["session"] == sibling.session_id
+    assert (listed[sibling.port]["project"], listed[sibling.port]["run"]) == ("other", "second")
+    assert set(listed[server.port]) == {
+        "pid",
+        "port",
+        "project",
+        "run",
+        "session",
+        "token",
+        "started_at",
+    }
+
+
+@pytest.mark.parametrize("query", ["", "?token=wrong", "?token="])
+def test_sessions_needs_this_sessions_token(server: SessionServer, query: str) -> None:
+    with SessionServer("other", "second", port=0, quiet=True) as sibling:
+        response, body = _get_with_body(server, f"/sessions{query}")
+        assert response.status == 401
+        assert sibling.token.encode() not in body
+        # Another session's token is not this session's token.
+        assert _get(server, f"/sessions?token={sibling.token}").status == 401
+
+
+def test_sessions_refuses_a_foreign_host(server: SessionServer) -> None:
+    assert _get(server, f"/sessions?token={server.token}", host="evil.example").status == 403
 
 
 # --------------------------------------------------------------------------- bad input, limits

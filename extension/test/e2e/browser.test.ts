@@ -1,7 +1,8 @@
 /**
- * The dashboard in a real headless Chromium against a real training process: the page
- * served by the session server connects with the token from its address, fills its charts,
- * and pauses, resumes and tests the run.
+ * The dashboard in a real headless Chromium against real training processes: the page
+ * served by one session server connects with the token from its address, fills its charts,
+ * pauses, resumes and tests the run, then finds a second process started later (through
+ * `GET /sessions`), connects to it directly and pauses it too.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -9,17 +10,20 @@ import { after, before, test } from 'node:test';
 import { openBrowser, RESULTS_DIR, shownStep, waitForStepAbove, type Browser } from '../support/browser';
 import { startTraining, tempHome, type Training } from '../support/processes';
 
+const home = tempHome();
 let training: Training;
+let second: Training | undefined;
 let browser: Browser;
 
 before(async () => {
-  training = await startTraining(tempHome());
+  training = await startTraining(home);
   browser = await openBrowser();
   await browser.page.goto(training.url);
 });
 
 after(async () => {
   await browser?.close();
+  await second?.kill();
   await training?.kill();
 });
 
@@ -90,7 +94,41 @@ test('zooming fetches the full-resolution history of the visible range', async (
   await page.waitForFunction(() => document.querySelector('[data-metric=loss] .chart-plot')?.getAttribute('data-detail') === '');
 });
 
+test('a second process shows up in the picker of the first one\'s page and can be paused', async () => {
+  const { page } = browser;
+  second = await startTraining(home);
+  // The run's title ends with its session key, `<pid>-<port>`.
+  const secondRun = page.locator(`[data-testid=run][title$="-${second.port})"]`);
+  await secondRun.waitFor({ timeout: 15_000 });
+  assert.equal(await page.locator('[data-testid=run]').count(), 2);
+  await secondRun.click();
+  await page.waitForSelector(`[data-testid=run][title$="-${second.port})"][aria-pressed=true]`);
+  await waitForStepAbove(page, 10);
+  await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'running');
+  await page.click('[data-testid=pause]');
+  await page.waitForFunction(() => /pause: paused at step \d+/.test(document.querySelector('[data-testid=ack]')?.textContent ?? ''));
+  await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'paused');
+  const paused = await shownStep(page);
+  await page.waitForTimeout(1200);
+  assert.equal(await shownStep(page), paused, 'no new step of the second run while paused');
+  // The first run goes on: only the second process was paused.
+  const firstRun = page.locator(`[data-testid=run][title$="-${training.port})"]`);
+  assert.equal(await firstRun.locator('[data-testid=pill]').textContent(), 'running');
+
+  // The second process ends: its run stays in the picker, no longer live.
+  await second.kill();
+  await page.waitForFunction(
+    (port) => /^(disconnected|finished)$/.test(document.querySelector(`[data-testid=run][title$="-${port})"] [data-testid=pill]`)?.textContent ?? ''),
+    second.port,
+    { timeout: 15_000 },
+  );
+  assert.equal(await page.locator('[data-testid=run]').count(), 2);
+  await firstRun.click();
+});
+
 test('no console error, page error or CSP violation; a screenshot is saved', async () => {
   await browser.page.screenshot({ path: join(RESULTS_DIR, 'browser-dashboard.png'), fullPage: true });
-  assert.deepEqual(browser.errors, []);
+  // Chromium itself logs the refused reconnects to the second process after it ended.
+  const refused = `WebSocket connection to 'ws://127.0.0.1:${second?.port}/`;
+  assert.deepEqual(browser.errors.filter((e) => !e.includes(refused)), []);
 });

@@ -32,15 +32,26 @@ export interface FakeOptions {
   answer?: (command: Record<string, unknown>, socket: WebSocket) => void;
   /** What to send after the subscribe reply (default: an empty snapshot at seq 0). */
   onSubscribe?: (command: Record<string, unknown>, socket: WebSocket) => void;
-  /** Also serve this folder's files over HTTP (the dashboard page), token in `?token=`. */
+  /**
+   * Also serve this folder's files over HTTP (the dashboard page), token in `?token=`, and
+   * `GET /sessions?token=…` listing this one session, as a session server does.
+   */
   httpRoot?: string;
 }
 
 const TYPES: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css' };
 
-function serveFiles(root: string): Server {
+function serveFiles(root: string, session: string, token: string): Server {
   return createServer((request, response) => {
-    const name = new URL(request.url ?? '/', 'http://x').pathname.slice(1) || 'index.html';
+    const url = new URL(request.url ?? '/', 'http://x');
+    if (url.pathname === '/sessions') {
+      if (url.searchParams.get('token') !== token) return void response.writeHead(401).end();
+      const port = request.socket.localPort;
+      const listed = { pid: process.pid, port, project: 'p', run: 'r', session, token, started_at: 1 };
+      response.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
+      return void response.end(JSON.stringify({ sessions: [listed] }));
+    }
+    const name = url.pathname.slice(1) || 'index.html';
     try {
       if (name.includes('..') || name.includes('/')) throw new Error('outside');
       const body = readFileSync(join(root, name));
@@ -58,7 +69,7 @@ export async function startFakeSession(options: FakeOptions = {}): Promise<FakeS
   const authorized = ({ req }: { req: IncomingMessage }): boolean =>
     req.headers.authorization === `Bearer ${token}` ||
     new URL(req.url ?? '/', 'http://x').searchParams.get('token') === token;
-  const http = options.httpRoot ? serveFiles(options.httpRoot) : null;
+  const http = options.httpRoot ? serveFiles(options.httpRoot, session, token) : null;
   const server = http
     ? new WebSocketServer({ server: http, verifyClient: authorized })
     : new WebSocketServer({ host: '127.0.0.1', port: 0, verifyClient: authorized });

@@ -1,0 +1,124 @@
+import assert from 'node:assert/strict';
+import { afterEach, test } from 'node:test';
+import { WebSocket } from 'ws';
+import type { SocketLike } from '../../src/common/connection';
+import type { HostToView } from '../../src/common/messages';
+import { emptyState, type DashboardState } from '../../src/common/state';
+import { parseLiveSessions, SocketTransport, type LiveSession } from '../../src/webview/socketTransport';
+import { applyHostMessage } from '../../src/webview/state';
+import { runInfo, startFakeSession, until, type FakeSession } from '../support/fakeSession';
+
+const fakes: FakeSession[] = [];
+let transport: SocketTransport | null = null;
+afterEach(async () => {
+  transport?.close();
+  transport = null;
+  await Promise.all(fakes.splice(0).map((fake) => fake.close()));
+});
+
+const noStorage = { getItem: () => null, setItem: () => undefined };
+
+async function fakeWithRun(session: string, token: string, run: string): Promise<FakeSession> {
+  const fake = await startFakeSession({
+    session,
+    token,
+    onSubscribe: (_c, socket) =>
+      socket.send(JSON.stringify({ type: 'snapshot', v: 1, session, seq: 0, time: 1, runs: [{ ...runInfo(run), series: {}, epoch_starts: [] }], logs: [] })),
+  });
+  fakes.push(fake);
+  return fake;
+}
+
+function listed(fake: FakeSession, pid: number, run: string): LiveSession {
+  return { pid, port: fake.port, project: 'p', run, session: `s${pid}`, token: fake.token, started_at: pid };
+}
+
+/** A transport over `sessions` (changed by the test), folding what it delivers into a state. */
+function startTransport(sessions: () => unknown): { state: () => DashboardState; paths: string[] } {
+  let state = emptyState();
+  const paths: string[] = [];
+  transport = new SocketTransport({ hostname: '127.0.0.1', search: '?token=page-token' }, noStorage, {
+    pollMs: 20,
+    fetchJson: async (path) => {
+      paths.push(path);
+      return sessions();
+    },
+    openSocket: (url) => new WebSocket(url) as unknown as SocketLike,
+    connection: { initialDelayMs: 20 },
+  });
+  transport.start((message: HostToView) => {
+    state = applyHostMessage(state, message).state;
+  });
+  return { state: () => state, paths };
+}
+
+test('the page connects to every listed session with its own token, keyed by pid and port', async () => {
+  const a = await fakeWithRun('sa', 'token-a', 'first');
+  const b = await fakeWithRun('sb', 'token-b', 'second');
+  const live = [listed(a, 101, 'first'), listed(b, 102, 'second')];
+  const page = startTransport(() => ({ sessions: live }));
+  const keyA = `101-${a.port}`;
+  const keyB = `102-${b.port}`;
+  await until(() => page.state().sources[keyA]?.runs.first !== undefined, 5000, 'run of a');
+  await until(() => page.state().sources[keyB]?.runs.second !== undefined, 5000, 'run of b');
+  assert.equal(page.paths[0], '/sessions?token=page-token');
+  assert.equal(page.state().sources[keyB].label, 'p/second');
+  assert.equal(page.state().sources[keyB].status, 'open');
+  // Each fake refuses any token but its own: both handshakes went through.
+  assert.equal(a.handshakes.length, 1);
+  assert.equal(b.handshakes.length, 1);
+
+  const outcome = await transport?.request(keyB, { type: 'pause', run: 'second' });
+  assert.deepEqual(outcome, { ok: true, data: { state: 'pause' } });
+  assert.equal((await b.waitFor('pause')).run, 'second');
+  assert.equal(a.commands.filter((c) => c.type === 'pause').length, 0);
+});
+
+test('a session that leaves the list is ended, its runs stay, commands to it fail', async () => {
+  const a = await fakeWithRun('sa', 'token-a', 'first');
+  const b = await fakeWithRun('sb', 'token-b', 'second');
+  let live = [listed(a, 101, 'first'), listed(b, 102, 'second')];
+  const page = startTransport(() => ({ sessions: live }));
+  const keyB = `102-${b.port}`;
+  await until(() => page.state().sources[keyB]?.status === 'open', 5000, 'b open');
+  live = [listed(a, 101, 'first')];
+  await until(() => page.state().sources[keyB]?.ended === true, 5000, 'b ended');
+  const source = page.state().sources[keyB];
+  assert.equal(source.status, 'closed');
+  assert.equal(source.label, 'p/second');
+  assert.ok(source.runs.second, 'the ended session stays viewable');
+  await until(() => b.clients.size === 0, 5000, 'b disconnected');
+  const outcome = await transport?.request(keyB, { type: 'resume' });
+  assert.equal(!outcome?.ok && outcome?.code, 'session_closed');
+  assert.equal(page.state().sources[`101-${a.port}`].status, 'open');
+});
+
+test('a failing list keeps the open connections and warns once', async (t) => {
+  const a = await fakeWithRun('sa', 'token-a', 'first');
+  let failing = false;
+  const warnings: string[] = [];
+  t.mock.method(console, 'warn', (text: string) => void warnings.push(text));
+  const page = startTransport(() => {
+    if (failing) throw new Error('/sessions answered HTTP 502');
+    return { sessions: [listed(a, 101, 'first')] };
+  });
+  const key = `101-${a.port}`;
+  await until(() => page.state().sources[key]?.status === 'open', 5000, 'open');
+  failing = true;
+  const polls = page.paths.length;
+  await until(() => page.paths.length > polls + 3, 5000, 'polls while failing');
+  assert.equal(page.state().sources[key].status, 'open');
+  assert.equal(page.state().sources[key].ended, false);
+  assert.deepEqual(warnings, ['OnTheFly: cannot list the live sessions (/sessions answered HTTP 502)']);
+});
+
+test('a page opened without its token says how to open it', () => {
+  const bare = new SocketTransport({ hostname: '127.0.0.1', search: '' }, noStorage);
+  assert.throws(() => bare.start(() => undefined), /needs its session token/);
+});
+
+test('the list parser skips malformed entries and rejects a malformed answer', () => {
+  const good = { pid: 1, port: 2, project: 'p', run: 'r', session: 's', token: 't', started_at: 0 };
+  assert.deepEqual(parseLiveSessions({ sessions: [good, { ...good, port: '2' }, null, { pid: 1 }] }), [good]);
+  assert.throws(() => parseLiveSessions([good]), /expected \{"sessions"/);
+});
