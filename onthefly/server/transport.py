@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import socket
 import threading
@@ -38,6 +39,11 @@ from onthefly.server.gate import (
     sessions_response,
     static_response,
 )
+
+_LIBRARY_LOG = logging.getLogger("onthefly.server.websockets")
+# The library reports every start, stop and handshake at INFO; in a training script whose
+# logging is at INFO that is console noise, and the dashboard's log panel is for the run.
+_LIBRARY_LOG.setLevel(logging.WARNING)
 
 PORT_ATTEMPTS = 20
 """Ports tried, upwards from the requested one, before giving up."""
@@ -112,6 +118,7 @@ class Transport:
             compression=None,  # loopback: deflate would only cost CPU
             max_size=4 * MAX_FRAME_BYTES,  # room to read an oversized frame and answer it
             server_header=None,
+            logger=_LIBRARY_LOG,
         )
         # Connection threads inherit daemon-ness from this thread, so a forgotten
         # close() never keeps the training process alive.
