@@ -1,17 +1,30 @@
 """TestLauncher: evaluate the test data on demand (``test`` command) and after training.
 
 Each evaluation runs at a batch boundary with the run in state ``testing``, gets a label
-(``test_1``, ``test_2``, … unless the command names one; also set as the environment
-variable ``ONTHEFLY_TEST_LABEL`` while it runs) and is published as a ``test_result``.
-Under Lightning it is Lightning's own test loop (the module's ``test_step`` and the
-``on_test_*`` hooks fire); under the native trainer, ``trainer.run_test()``.
+and is published as a ``test_result``. Under Lightning it is Lightning's own test loop (the
+module's ``test_step``, ``on_test_epoch_end``, ``on_test_end`` and ``self.log`` work as in
+``trainer.test()``); under the native trainer, ``trainer.run_test()``. Training goes on
+unaffected: modes, grad mode, optimizer, random state and data position are as before.
+
+Labels: ``test_1``, ``test_2``, … numbered per run by every evaluation (commands, custom
+labels and ``do_test_after`` alike), unless the command names one. A fork's launcher is
+created with ``namespace=<fork name>``: its labels are ``<fork name>-test_1``, … with a
+counter of its own, so files named after labels never collide with the parent's. The label
+is the environment variable ``ONTHEFLY_TEST_LABEL`` while the evaluation runs (the previous
+value is put back afterwards), so user hooks can name files after it.
+
+One test at a time: the session server answers a second ``test`` command ``busy`` while one
+is waiting or running.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch import Callback
@@ -41,6 +54,7 @@ class TestLauncher(Callback):
         test_source: Lightning only: a test ``DataLoader`` or ``LightningDataModule`` to use
             instead of the one given to ``fit``.
         do_test_after: evaluate once when the run reaches ``max_epochs`` / ``max_steps``.
+        namespace: prefix of the automatic labels (a fork's name); ``""`` for the main run.
 
     Example:
         >>> from onthefly.callbacks.session import RunSession
@@ -50,11 +64,16 @@ class TestLauncher(Callback):
     __test__ = False  # not a pytest test class
 
     def __init__(
-        self, session: RunSession, test_source: Any = None, do_test_after: bool = False
+        self,
+        session: RunSession,
+        test_source: Any = None,
+        do_test_after: bool = False,
+        namespace: str = "",
     ) -> None:
         self.session = session
         self.test_source = test_source
         self.do_test_after = do_test_after
+        self.namespace = namespace
         self.tests_run = 0
         session.commands.register("test", self._on_command)
 
@@ -94,14 +113,14 @@ class TestLauncher(Callback):
                 "testing in the middle of a distributed run is not supported: every rank would "
                 "have to evaluate at the same boundary; test after training with trainer.test()"
             )
-        label = label or f"test_{self.tests_run + 1}"
+        label = label or test_label(self.tests_run + 1, self.namespace)
         previous = self.session.state
         self.session.quiesce()
         self.session.set_state("testing", trainer, label)
-        os.environ[LABEL_ENV] = label
         started = time.perf_counter()
         try:
-            raw = self._evaluate(trainer, label)
+            with _label_env(label):
+                raw = self._evaluate(trainer, label)
         finally:
             self.session.set_state(previous, trainer, f"{label} done")
         self.tests_run += 1
@@ -128,6 +147,35 @@ class TestLauncher(Callback):
             cmd.fail("unsupported", str(exc))
             return
         cmd.reply(**result)
+
+
+def test_label(number: int, namespace: str = "") -> str:
+    """The automatic label of a run's ``number``-th test: ``test_3``, or ``<fork>-test_3``.
+
+    The namespace is made file-name safe (other characters become ``_``).
+
+    Example:
+        >>> test_label(3), test_label(1, "hard slice")
+        ('test_3', 'hard_slice-test_1')
+    """
+    prefix = re.sub(r"[^A-Za-z0-9._-]", "_", namespace)
+    return f"{prefix}-test_{number}" if prefix else f"test_{number}"
+
+
+test_label.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+@contextmanager
+def _label_env(label: str) -> Iterator[None]:
+    previous = os.environ.get(LABEL_ENV)
+    os.environ[LABEL_ENV] = label
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(LABEL_ENV, None)
+        else:
+            os.environ[LABEL_ENV] = previous
 
 
 def pick_loss(metrics: dict[str, float]) -> float | None:

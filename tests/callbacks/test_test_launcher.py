@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+import pytest
 import torch
 
 from onthefly import OnTheFly
+from onthefly.callbacks.test_launcher import LABEL_ENV, test_label
+from tests.callbacks.commanding import CommandsAt
 from tests.callbacks.conftest import Connect
 from tests.callbacks.live import LiveClient, session_files, wait_for_session
 from tests.callbacks.models import Tiny, lightning_trainer, loader
@@ -158,3 +162,84 @@ def test_do_test_after_without_keep_alive_tests_once_and_exits(
         assert not client.of("status", state="paused")
         assert session_files(onthefly_home) == []
         client.close()
+
+
+class LabelledFiles(TinyWithTestData):
+    """Writes a file named after ONTHEFLY_TEST_LABEL at the end of each test run."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def on_test_end(self) -> None:
+        label = os.environ[LABEL_ENV]
+        (self.folder / label).write_text(str(self.global_step))
+
+
+def test_two_mid_run_tests_and_the_final_one_label_their_files(
+    onthefly_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(LABEL_ENV, raising=False)
+    torch.manual_seed(0)
+    connect, losses = Connect(onthefly_home), Losses()
+    senders = [CommandsAt(connect, 3, ("test", {})), CommandsAt(connect, 7, ("test", {}))]
+    otf = OnTheFly(project="tests", port=0, quiet=True, do_test_after=True)
+    trainer = lightning_trainer(max_steps=12, callbacks=[otf, connect, *senders, losses])
+    trainer.fit(LabelledFiles(tmp_path), loader(64, shuffle=True), loader(16, seed=1))
+
+    files = {path.name: int(path.read_text()) for path in tmp_path.iterdir()}
+    assert files == {"test_1": 3, "test_2": 7, "test_3": 12}
+    assert LABEL_ENV not in os.environ  # put back as it was
+    client = connect.finished()
+    results = client.of("test_result")
+    assert [(r["label"], r["step"]) for r in results] == [
+        ("test_1", 3),
+        ("test_2", 7),
+        ("test_3", 12),
+    ]
+    for result in results:
+        assert set(result["metrics"]) == {"test_loss", "test_acc"} and result["duration"] > 0
+    assert [s.answers()[0]["data"]["label"] for s in senders] == ["test_1", "test_2"]
+    client.close()
+
+    torch.manual_seed(0)
+    bare = Losses()
+    lightning_trainer(max_steps=12, callbacks=[bare]).fit(
+        LabelledFiles(tmp_path / "unused"), loader(64, shuffle=True), loader(16, seed=1)
+    )
+    assert torch.equal(torch.stack(losses.losses), torch.stack(bare.losses))
+
+
+class AsksAgain(TinyWithTestData):
+    """Sends a second ``test`` from inside the first one's test_step and keeps the answer."""
+
+    def __init__(self, connect: Connect) -> None:
+        super().__init__()
+        self.connect = connect
+        self.second: dict[str, Any] | None = None
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        if self.second is None and self.connect.client is not None:
+            self.second = self.connect.client.call("test")
+        super().test_step(batch, batch_idx)
+
+
+def test_a_second_test_while_one_runs_is_busy(onthefly_home: Path) -> None:
+    connect = Connect(onthefly_home)
+    sender = CommandsAt(connect, 2, ("test", {}))
+    otf = OnTheFly(project="tests", port=0, quiet=True)
+    module = AsksAgain(connect)
+    lightning_trainer(max_steps=4, callbacks=[otf, connect, sender]).fit(
+        module, loader(64), loader(16, seed=1)
+    )
+    assert sender.answers()[0]["data"]["label"] == "test_1"
+    assert module.second is not None
+    assert module.second["error"]["code"] == "busy"
+    assert "'test' command is already waiting or running" in module.second["error"]["message"]
+    assert connect.client is not None
+    connect.client.close()
+
+
+def test_labels_count_per_run_and_forks_get_their_own_namespace() -> None:
+    assert [test_label(n) for n in (1, 2)] == ["test_1", "test_2"]
+    assert test_label(1, "hard/slice") == "hard_slice-test_1"
