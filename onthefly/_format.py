@@ -12,6 +12,8 @@ from typing import Any
 from onthefly.protocol import (
     Coalesced,
     EpochEvent,
+    HealthResult,
+    HparamChange,
     LogEvent,
     MetricsEvent,
     RunStarted,
@@ -78,6 +80,36 @@ def reply(command: str, data: Mapping[str, Any]) -> str:
     return f"{command}: {head}" + (f" ({extra})" if extra else "")
 
 
+def health(data: Mapping[str, Any]) -> str:
+    """A health check's reply: a head line, then one line per finding, worst first."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    findings = sorted(data.get("findings", []), key=lambda f: order.get(f["severity"], 3))
+    head = f"health {data.get('check')} at step {data.get('step')}"
+    if "duration" in data:
+        head += f" ({data['duration']:.2f} s)"
+    lines = [f"  {f['severity']:<8} {f['summary']}" for f in findings]
+    return "\n".join([head + ":", *lines] if lines else [head + ": no findings"])
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, list):
+        return "(" + ", ".join(number(v) for v in value) + ")"
+    return number(value)
+
+
+def _change(change: Mapping[str, Any]) -> str:
+    optimizer = f"optimizer {change['optimizer']} " if change.get("optimizer") else ""
+    return (
+        f"{change['name']} of {optimizer}group {change['group']}: {_value(change['old'])} -> "
+        f"{_value(change['new'])} at step {change['step']}"
+    )
+
+
+def hparam_changes(data: Mapping[str, Any]) -> str:
+    """The ``set`` reply: one line per changed hyperparameter and group."""
+    return "\n".join(f"set: {_change(change)}" for change in data.get("changes", []))
+
+
 def _snapshot(m: Snapshot) -> str:
     runs = "; ".join(f"{r.run} {_where(r.model_dump())}" for r in m.runs) or "no runs yet"
     return f"seq {m.seq}: {runs}"
@@ -114,6 +146,11 @@ _EVENT_TEXT: dict[type, Callable[[Any], str]] = {
         f"{m.run}: {m.label} at step {m.step}: loss={number(m.loss)} {metrics(m.metrics)} "
         f"({m.duration:.2f} s)"
     ),
+    HealthResult: lambda m: (
+        f"{m.run}: {m.check} at step {m.step}: "
+        + ("; ".join(f"{f.severity} {f.summary}" for f in m.findings) or "no findings")
+    ),
+    HparamChange: lambda m: f"{m.run}: {_change(m.model_dump())}",
     Coalesced: lambda m: (
         f"fell behind: skipped {m.dropped} telemetry events (seq {m.from_seq}-{m.to_seq})"
     ),

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from onthefly import __version__, _format
+from onthefly import __version__, _cli_samples, _format
 from onthefly.errors import (
     AmbiguousSession,
     AuthenticationError,
@@ -101,6 +101,111 @@ def _test_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", metavar="L", help="name of this evaluation (default test_N)")
 
 
+HEALTH_CHECKS = ("determinism", "gradients", "instability", "activations", "throughput")
+HPARAMS = ("lr", "weight_decay", "momentum", "betas")
+
+
+def _health_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("check", choices=HEALTH_CHECKS, help="which check to run")
+
+
+def _health(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        data = client.health(args.check)
+    _emit(args, data, lambda: _format.health(data))
+    return OK
+
+
+def _set_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "values",
+        nargs="+",
+        metavar="NAME=VALUE",
+        help="lr=1e-4, weight_decay=0.01, momentum=0.9 or betas=0.9,0.999",
+    )
+    parser.add_argument("--group", type=int, metavar="N", help="only param group N")
+    parser.add_argument("--optimizer", type=int, default=0, metavar="N", help="optimizer N")
+
+
+def parse_assignments(items: Sequence[str]) -> dict[str, Any]:
+    """``["lr=1e-4", "betas=0.9,0.99"]`` as ``{"lr": 0.0001, "betas": (0.9, 0.99)}``.
+
+    Raises:
+        ConfigurationError: an item is not ``NAME=VALUE`` with a known name and a number.
+    """
+    values: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or name not in HPARAMS:
+            raise ConfigurationError(
+                f"{item!r} is not NAME=VALUE with NAME one of {', '.join(HPARAMS)}"
+            )
+        try:
+            numbers = tuple(float(part) for part in text.split(","))
+        except ValueError:
+            raise ConfigurationError(f"{item!r}: {text!r} is not a number") from None
+        if (len(numbers) == 2) != (name == "betas"):
+            expected = "two numbers such as 0.9,0.999" if name == "betas" else "one number"
+            raise ConfigurationError(f"{item!r}: expected {expected}")
+        values[name] = numbers if name == "betas" else numbers[0]
+    return values
+
+
+def _set(args: argparse.Namespace) -> int:
+    values = parse_assignments(args.values)
+    with _client(args) as client:
+        data = client.set_hparams(**values, group=args.group, optimizer=args.optimizer)
+    _emit(args, data, lambda: _format.hparam_changes(data))
+    return OK
+
+
+def _path_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", metavar="PATH", help="the session file (.otf)")
+
+
+def _restore_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", metavar="ID", help="a checkpoint id from `checkpoints`")
+
+
+def _view_arguments(parser: argparse.ArgumentParser) -> None:
+    _path_argument(parser)
+    parser.add_argument("--port", type=int, help="first port to try (default: ONTHEFLY_PORT)")
+
+
+def _inspect_arguments(parser: argparse.ArgumentParser) -> None:
+    _path_argument(parser)
+    parser.add_argument("--verify", action="store_true", help="check every member's checksum")
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from onthefly.sessions import summary
+
+    data = summary.summarize(args.path, verify=args.verify)
+    _emit(args, data, lambda: summary.render(data))
+    return OK
+
+
+def _view(args: argparse.Namespace) -> int:
+    from onthefly.sessions import view
+
+    view.serve_until_interrupted(args.path, port=args.port)
+    return OK
+
+
+def _rendered(
+    call: Callable[[Client, argparse.Namespace], _cli_samples.Rendered],
+) -> Callable[..., int]:
+    """A subcommand whose call returns its reply and how to print it as text."""
+
+    def run(args: argparse.Namespace) -> int:
+        with _client(args) as client:
+            data, text = call(client, args)
+        _emit(args, data, text)
+        return OK
+
+    return run
+
+
 @dataclass(frozen=True)
 class Subcommand:
     """One row of the CLI: its name, help line, handler and extra arguments."""
@@ -129,6 +234,76 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "evaluate the test loader now",
         _control(lambda c, a: c.test(a.label)),
         _test_arguments,
+    ),
+    Subcommand(
+        "health",
+        "run a health check: determinism, gradients, instability, activations or throughput",
+        _health,
+        _health_arguments,
+    ),
+    Subcommand(
+        "set",
+        "change lr, weight_decay, momentum or betas at the next boundary",
+        _set,
+        _set_arguments,
+    ),
+    Subcommand(
+        "export",
+        "write the whole session to a .otf file",
+        _control(lambda c, a: c.export(a.path)),
+        _path_argument,
+    ),
+    Subcommand(
+        "import",
+        "load a .otf file's weights and optimizer state into the paused run",
+        _control(lambda c, a: c.load_session(a.path)),
+        _path_argument,
+    ),
+    Subcommand(
+        "checkpoints", "list the run's checkpoint ring", _control(lambda c, a: c.checkpoints())
+    ),
+    Subcommand(
+        "snapshot", "add a snapshot to the checkpoint ring now", _control(lambda c, a: c.snapshot())
+    ),
+    Subcommand(
+        "restore",
+        "load a checkpoint's weights and optimizer state into the paused run",
+        _control(lambda c, a: c.restore(a.checkpoint)),
+        _restore_arguments,
+    ),
+    Subcommand(
+        "inspect", "show a .otf file's manifest and contents", _inspect, _inspect_arguments, False
+    ),
+    Subcommand(
+        "view",
+        "serve a .otf file's history to the dashboard, read-only (Ctrl+C to stop)",
+        _view,
+        _view_arguments,
+        False,
+    ),
+    Subcommand(
+        "scan",
+        "evaluate every sample of a split with the current model",
+        _rendered(_cli_samples.scan),
+        _cli_samples.scan_arguments,
+    ),
+    Subcommand(
+        "hist",
+        "histogram of the per-sample losses of a split",
+        _rendered(_cli_samples.hist),
+        _cli_samples.hist_arguments,
+    ),
+    Subcommand(
+        "samples",
+        "the highest-loss samples of a split (printed, or exported with --out)",
+        _rendered(_cli_samples.samples),
+        _cli_samples.samples_arguments,
+    ),
+    Subcommand(
+        "select",
+        "make a named selection of samples (top, quantile, loss range, region, cluster)",
+        _rendered(_cli_samples.select),
+        _cli_samples.select_arguments,
     ),
 )
 

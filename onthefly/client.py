@@ -22,6 +22,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
+from onthefly._client_samples import SampleCommands
 from onthefly._resolve import describe, find_session
 from onthefly.errors import (
     AuthenticationError,
@@ -71,12 +72,12 @@ class _Pending:
         self.done.set()
 
 
-class Client:
+class Client(SampleCommands):
     """A connection to one live session; create it with :func:`connect`.
 
     Every command method returns the reply's ``data`` dict. Control commands (``pause``,
-    ``resume``, ``stop``, ``test``) take effect on the training thread at the next batch
-    boundary, so they wait for as long as that takes; other commands wait at most
+    ``resume``, ``stop``, ``test``, ``health``, ``set``, …) take effect on the training thread
+    at the next batch boundary, so they wait for as long as that takes; other commands wait at most
     ``timeout`` seconds.
 
     Raises (from every command method):
@@ -144,6 +145,86 @@ class Client:
     def test(self, label: str | None = None) -> dict[str, Any]:
         """Evaluate the test loader at the next boundary (labelled ``test_N`` unless ``label``)."""
         return self._call("test", label=label)
+
+    def health(self, check: str) -> dict[str, Any]:
+        """Run one health check at the next boundary.
+
+        Args:
+            check: ``determinism``, ``gradients``, ``instability``, ``activations`` or
+                ``throughput``.
+
+        Returns:
+            ``{check, step, findings: [{check, severity, summary, details}], duration}``.
+        """
+        return self._call("health", check=check)
+
+    def set_hparams(
+        self,
+        lr: float | None = None,
+        weight_decay: float | None = None,
+        momentum: float | None = None,
+        betas: tuple[float, float] | None = None,
+        group: int | None = None,
+        optimizer: int = 0,
+    ) -> dict[str, Any]:
+        """Change optimizer hyperparameters at the next boundary (the ``set`` command).
+
+        Args:
+            lr: new learning rate (> 0); a scheduler keeps it.
+            weight_decay: new weight decay (>= 0).
+            momentum: new momentum, in [0, 1).
+            betas: new Adam-style betas, each in [0, 1).
+            group: the param group to change; ``None`` changes every group.
+            optimizer: which optimizer of the run.
+
+        Returns:
+            ``{step, changes: [{step, optimizer, group, name, old, new}]}``.
+
+        Example:
+            >>> run.set_hparams(lr=1e-4, group=0)["changes"][0]["old"]  # doctest: +SKIP
+            0.001
+        """
+        return self._call(
+            "set",
+            lr=lr,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            betas=betas,
+            group=group,
+            optimizer=optimizer,
+        )
+
+    def export(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Write the whole session to a ``.otf`` file at the next boundary.
+
+        Args:
+            path: the file, resolved against this process's directory (``.otf`` is appended
+                when missing); its directory must exist.
+
+        Returns:
+            ``{"path", "size", "step", "epoch"}`` of the written file.
+        """
+        return self._call("export", path=os.path.abspath(os.fspath(path)))
+
+    def load_session(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Load a session file's model, optimizer, scheduler and scaler state into the paused
+        run (the ``import`` command; the run's step, data position and RNG go on as they are).
+        """
+        return self._call("import", path=os.path.abspath(os.fspath(path)))
+
+    def checkpoints(self) -> dict[str, Any]:
+        """The checkpoint ring: ``{"checkpoints": [{id, step, epoch, reason, time, size}],
+        "capacity", "max_bytes"}``."""
+        return self._call("checkpoints")
+
+    def snapshot(self) -> dict[str, Any]:
+        """Add a snapshot of the run to its checkpoint ring now; returns the new entry."""
+        return self._call("snapshot")
+
+    def restore(self, checkpoint: str) -> dict[str, Any]:
+        """Load checkpoint ``checkpoint``'s model, optimizer, scheduler and scaler state into
+        the paused run (ids from :meth:`checkpoints`)."""
+        return self._call("restore", checkpoint=checkpoint)
 
     def history(
         self,

@@ -8,7 +8,8 @@ Hierarchy::
     ├── AuthenticationError  the session refused the token or origin
     ├── SessionGone          the session closed while a command was in flight
     ├── CommandError         the session answered a command with an error (``code``)
-    └── ConfigurationError   an argument or input the caller can fix
+    ├── ConfigurationError   an argument or input the caller can fix
+    └── SessionFileError     a session file (``.otf``) that cannot be read or does not fit
 
 Every message says what was wrong and what was expected.
 """
@@ -51,3 +52,13 @@ class CommandError(OnTheFlyError):
 
 class ConfigurationError(OnTheFlyError, ValueError):
     """An argument or input that the caller can fix."""
+
+
+class SessionFileError(OnTheFlyError):
+    """A session file (``.otf``) that cannot be written, read or applied.
+
+    Raised for a corrupt or truncated file, a file that is not a session file, one written
+    by a newer OnTheFly (a newer format version), a file holding something that would run
+    code on loading, a model that does not match the file (missing, unexpected or
+    mis-shaped keys), or a disk that is full during an export.
+    """

@@ -42,7 +42,8 @@ def attach_lightning(
         datamodule: a ``LightningDataModule`` whose test data to use.
         do_test_after: evaluate the test data when training reaches its stop condition.
         **options: further :class:`OnTheFly` arguments (``port``, ``keep_alive``,
-            ``log_level``, ``quiet``, …).
+            ``log_level``, ``quiet``, ``resume_from`` to continue a session file exactly,
+            …).
 
     Returns:
         The attached callback.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 PROTOCOL_VERSION: Final = 1
 """Bumped on any incompatible change of the messages below."""
@@ -31,6 +31,14 @@ RunState = Literal["running", "paused", "testing", "finished"]
 Split = Literal["train", "val", "test"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 Metrics = dict[str, float | None]
+HealthCheck = Literal["determinism", "gradients", "instability", "activations", "throughput"]
+Severity = Literal["info", "warning", "error"]
+HparamName = Literal["lr", "weight_decay", "momentum", "betas"]
+HparamValue = float | list[float]
+SampleSource = Literal["training", "scan"]
+"""Per-sample data of a split: the running training statistics, or the latest scan."""
+SelectionName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+"""A hyperparameter's value: a number, or a pair for ``betas``."""
 RunRef = Annotated[str, Field(min_length=1, max_length=200)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 """A float that cannot be ``null`` on the wire: NaN or infinity fails when the message is
@@ -47,6 +55,7 @@ ErrorCode = Literal[
     "busy",  # another command of the same kind is still running
     "session_closed",  # the run ended before the command could take effect
     "unsupported",  # valid, but this run cannot do it (e.g. no test loader)
+    "file_error",  # a session file could not be written or read (the message says why)
     "internal",  # a bug: the message says what failed, never a traceback
 ]
 
@@ -112,11 +121,23 @@ class RunSnapshot(RunInfo):
 
     series: dict[str, Series] = Field(default_factory=dict)
     epoch_starts: list[int] = Field(default_factory=list)
+    hparam_changes: list[HparamChange] = Field(default_factory=list)
+    health: list[HealthResult] = Field(default_factory=list)
+    """The latest result of each health check."""
 
 
 class ErrorInfo(Message):
     code: ErrorCode
     message: str
+
+
+class Finding(Message):
+    """One observation of a health check: how bad, a one-line summary, and the numbers."""
+
+    check: HealthCheck
+    severity: Severity
+    summary: str
+    details: dict[str, Any] = Field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- stream events
@@ -195,8 +216,52 @@ class TestResult(EventBase):
     duration: FiniteFloat
 
 
+class HealthResult(EventBase):
+    """The findings of one health check (``health`` command), run at a batch boundary."""
+
+    type: Literal["health_result"] = "health_result"
+    check: HealthCheck
+    step: int
+    findings: list[Finding]
+    duration: FiniteFloat
+
+
+class HparamChange(EventBase):
+    """One hyperparameter of one param group changed by the ``set`` command (a chart marker)."""
+
+    type: Literal["hparam_change"] = "hparam_change"
+    step: int
+    optimizer: int
+    group: int
+    name: HparamName
+    old: HparamValue | None
+    new: HparamValue
+
+
+class ScanProgress(EventBase):
+    """Progress of a ``scan``: ``running`` while it goes, then ``done`` or ``cancelled``."""
+
+    type: Literal["scan_progress"] = "scan_progress"
+    split: Split
+    state: Literal["running", "done", "cancelled"]
+    done: int = Field(ge=0)
+    """Samples evaluated so far."""
+    total: int | None = None
+    """Samples in the split, when known."""
+    elapsed: FiniteFloat
+
+
 Event = Annotated[
-    RunStarted | StatusChanged | MetricsEvent | EpochEvent | RuntimeEvent | LogEvent | TestResult,
+    RunStarted
+    | StatusChanged
+    | MetricsEvent
+    | EpochEvent
+    | RuntimeEvent
+    | LogEvent
+    | TestResult
+    | HealthResult
+    | HparamChange
+    | ScanProgress,
     Field(discriminator="type"),
 ]
 
@@ -272,6 +337,9 @@ ServerMessage = Annotated[
     | RuntimeEvent
     | LogEvent
     | TestResult
+    | HealthResult
+    | HparamChange
+    | ScanProgress
     | Hello
     | Batch
     | Snapshot
@@ -345,13 +413,246 @@ class RunTest(CommandBase):
     label: str | None = Field(default=None, min_length=1, max_length=100)
 
 
+class RunHealth(CommandBase):
+    """Run one health check at the next boundary; the reply and a ``health_result`` hold its
+    findings."""
+
+    type: Literal["health"] = "health"
+    check: HealthCheck
+
+
+Beta = Annotated[float, Field(ge=0, lt=1)]
+
+
+class SetHparams(CommandBase):
+    """Change optimizer hyperparameters at the next boundary (every group unless ``group``).
+
+    Each change is published as an ``hparam_change`` event; a scheduler keeps it (its base
+    values are rescaled).
+    """
+
+    type: Literal["set"] = "set"
+    lr: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    weight_decay: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    momentum: float | None = Field(default=None, ge=0, lt=1)
+    betas: tuple[Beta, Beta] | None = None
+    group: int | None = Field(default=None, ge=0)
+    optimizer: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _something_to_set(self) -> SetHparams:
+        values = (self.lr, self.weight_decay, self.momentum, self.betas)
+        if all(value is None for value in values):
+            raise ValueError("nothing to set; expected lr, weight_decay, momentum or betas")
+        return self
+
+
+SessionPath = Annotated[str, Field(min_length=1, max_length=4096)]
+"""A file path on the training process's machine (absolute, or relative to its directory)."""
+
+
+class Export(CommandBase):
+    """Write the whole session to a ``.otf`` file at the next boundary (see docs/sessions.md)."""
+
+    type: Literal["export"] = "export"
+    path: SessionPath
+
+
+class Import(CommandBase):
+    """Load a session file's model, optimizer, scheduler and scaler state into a paused run."""
+
+    type: Literal["import"] = "import"
+    path: SessionPath
+
+
+class Checkpoints(CommandBase):
+    """List the run's checkpoint ring (id, step, epoch, reason, time, size)."""
+
+    type: Literal["checkpoints"] = "checkpoints"
+
+
+class Restore(CommandBase):
+    """Load checkpoint ``checkpoint``'s model, optimizer, scheduler and scaler into a paused run."""
+
+    type: Literal["restore"] = "restore"
+    checkpoint: str = Field(min_length=1, max_length=64)
+
+
+class TakeSnapshot(CommandBase):
+    """Add a snapshot of the run to its checkpoint ring now."""
+
+    type: Literal["snapshot"] = "snapshot"
+
+
+class Scan(CommandBase):
+    """Evaluate every sample of a split with the current model (at the next boundary).
+
+    Progress comes as ``scan_progress`` events; the reply summarises the pass.
+    """
+
+    type: Literal["scan"] = "scan"
+    split: Split = "train"
+
+
+class Cancel(CommandBase):
+    """Cancel the scan in progress (the reply says whether there was one)."""
+
+    type: Literal["cancel"] = "cancel"
+
+
+class SampleQuery(CommandBase):
+    """Per-sample data of one split: ``source`` ``None`` reads the latest scan, else training."""
+
+    split: Split = "train"
+    source: SampleSource | None = None
+
+
+class Histogram(SampleQuery):
+    """The per-sample loss histogram of a split: ``bins`` equal bins over [``min``, ``max``]."""
+
+    type: Literal["histogram"] = "histogram"
+    bins: int = Field(default=50, ge=1, le=10_000)
+    min: FiniteFloat | None = None
+    max: FiniteFloat | None = None
+
+
+class Quantiles(SampleQuery):
+    """Quantiles of the per-sample losses of a split."""
+
+    type: Literal["quantiles"] = "quantiles"
+    q: list[Annotated[float, Field(ge=0, le=1)]] = Field(
+        default_factory=lambda: [0.5, 0.9, 0.99], min_length=1, max_length=1000
+    )
+
+
+class Select(SampleQuery):
+    """Make a named selection of samples by exactly one criterion: ``top``, a loss range
+    (``loss_min`` / ``loss_max``), ``quantile``, ``region`` or ``clusters``."""
+
+    type: Literal["select"] = "select"
+    name: SelectionName | None = None
+    top: int | None = Field(default=None, ge=1)
+    loss_min: FiniteFloat | None = None
+    loss_max: FiniteFloat | None = None
+    quantile: float | None = Field(default=None, gt=0, lt=1)
+    """Samples whose loss is at or above this quantile."""
+    region: Literal["easy", "ambiguous", "hard"] | None = None
+    fraction: float = Field(default=1 / 3, gt=0, le=1)
+    """Share of the samples a data-map region takes."""
+    clusters: int | None = Field(default=None, ge=2, le=100)
+    """k of a k-means over per-sample features; ``cluster`` picks one (0: highest loss)."""
+    cluster: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_criterion(self) -> Select:
+        given = [
+            self.top is not None,
+            self.loss_min is not None or self.loss_max is not None,
+            self.quantile is not None,
+            self.region is not None,
+            self.clusters is not None,
+        ]
+        if sum(given) != 1:
+            raise ValueError(
+                "expected exactly one criterion: top, loss_min/loss_max, quantile, region or "
+                "clusters"
+            )
+        return self
+
+
+class Selections(CommandBase):
+    """The run's selections (names, criteria, sizes)."""
+
+    type: Literal["selections"] = "selections"
+
+
+class SelectionRows(CommandBase):
+    """A page of a selection's samples with their current statistics, sorted."""
+
+    type: Literal["selection_rows"] = "selection_rows"
+    name: SelectionName
+    offset: int = Field(default=0, ge=0)
+    limit: int = Field(default=100, ge=1, le=10_000)
+    sort: Literal[
+        "loss", "index", "confidence", "variability", "correct", "margin", "count", "label"
+    ] = "loss"
+    descending: bool = True
+
+
+class ExportSelection(CommandBase):
+    """Write a selection's samples to ``directory``/``file`` (default ``<name>.<format>``)."""
+
+    type: Literal["export_selection"] = "export_selection"
+    name: SelectionName
+    format: Literal["csv", "parquet", "json"] = "parquet"
+    directory: str = Field(min_length=1, max_length=4096)
+    """An absolute path to an existing folder."""
+    file: str | None = Field(default=None, min_length=1, max_length=255)
+    """A bare file name (no folder part)."""
+
+
+class DataMap(CommandBase):
+    """Confidence and variability per sample (the data map), subsampled to ``max_points``."""
+
+    type: Literal["data_map"] = "data_map"
+    split: Split = "train"
+    max_points: int = Field(default=20_000, ge=2, le=1_000_000)
+
+
+class Explorer(CommandBase):
+    """A 2-D projection (UMAP, else PCA) of a scanned split's embeddings, with losses."""
+
+    type: Literal["explorer"] = "explorer"
+    split: Split = "train"
+    method: Literal["auto", "umap", "pca"] = "auto"
+    max_points: int = Field(default=20_000, ge=2, le=1_000_000)
+
+
 Command = Annotated[
-    Subscribe | Unsubscribe | History | Status | Ping | Pause | Resume | Stop | RunTest,
+    Subscribe
+    | Unsubscribe
+    | History
+    | Status
+    | Ping
+    | Pause
+    | Resume
+    | Stop
+    | RunTest
+    | RunHealth
+    | SetHparams
+    | Export
+    | Import
+    | Checkpoints
+    | Restore
+    | TakeSnapshot
+    | Scan
+    | Cancel
+    | Histogram
+    | Quantiles
+    | Select
+    | Selections
+    | SelectionRows
+    | ExportSelection
+    | DataMap
+    | Explorer,
     Field(discriminator="type"),
 ]
 
-CONTROL_COMMANDS = frozenset({"pause", "resume", "stop", "test"})
+SAMPLE_COMMANDS = frozenset(
+    {"scan", "cancel", "histogram", "quantiles", "select", "selections", "selection_rows"}
+    | {"export_selection", "data_map", "explorer"}
+)
+"""Per-sample commands: answered on the training thread, which owns the per-sample data."""
+
+CONTROL_COMMANDS = SAMPLE_COMMANDS | frozenset(
+    {"pause", "resume", "stop", "test", "health", "set"}
+    | {"export", "import", "checkpoints", "restore", "snapshot"}
+)
 """Commands that act on the model and therefore run on the training thread."""
+
+EXCLUSIVE_COMMANDS = frozenset({"test", "health", "export", "scan"})
+"""Control commands of which one at a time may be waiting or running per run: the server
+answers a second one of the same type ``busy`` until the first is answered."""
 
 SERVER_MESSAGE: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
 CLIENT_COMMAND: TypeAdapter[Command] = TypeAdapter(Command)

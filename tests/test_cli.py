@@ -240,3 +240,59 @@ def test_session_gone_mid_command_exits_1(training: Training) -> None:
         process.kill()
     assert (process.returncode, out) == (1, "")
     assert "did not take effect" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------- health and set
+
+
+def test_health_and_set_on_a_real_held_run(
+    onthefly_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.callbacks.live import wait_for_session
+    from tests.callbacks.subprocess_run import training as real_training
+
+    args = ("--max-steps", "4", "--do-test-after")
+    with real_training(onthefly_home, tmp_path, *args, keep_alive="1") as run:
+        wait_for_session(onthefly_home)
+        deadline = time.monotonic() + 60
+        while json.loads(_run(capsys, "status", "--json")[1])["state"] != "paused":
+            assert time.monotonic() < deadline, run.stderr()
+            time.sleep(0.05)
+        code, out, _ = _run(capsys, "health", "gradients", "--json")
+        data = json.loads(out)
+        assert code == 0 and (data["check"], data["step"]) == ("gradients", 4)
+        assert [f["severity"] for f in data["findings"]] == ["info"]
+        code, out, _ = _run(capsys, "health", "sub", "determinism")
+        assert code == 0 and out.startswith("health determinism at step 4 (")
+        assert "  info     two replays of the step are bit-identical" in out
+        code, out, _ = _run(capsys, "set", "lr=0.01", "--group", "1")
+        assert (code, out) == (0, "set: lr of group 1: 0.05 -> 0.01 at step 4\n")
+        code, _, err = _run(capsys, "set", "betas=0.9,0.99")
+        assert code == 1 and "SGD has no 'betas'" in err and "[unsupported]" in err
+        assert _run(capsys, "stop")[0] == 0
+        assert run.wait() == 0, run.stderr()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("set", "lr"), "'lr' is not NAME=VALUE"),
+        (("set", "dropout=0.1"), "NAME one of lr, weight_decay, momentum, betas"),
+        (("set", "lr=fast"), "'lr=fast': 'fast' is not a number"),
+        (("set", "betas=0.9"), "expected two numbers such as 0.9,0.999"),
+        (("set", "lr=-1"), "lr: Input should be greater than 0"),
+    ],
+)
+def test_bad_set_arguments_are_usage_errors(
+    training: Training, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str
+) -> None:
+    code, _, err = _run(capsys, *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+    assert not training.got_command.is_set()
+
+
+def test_health_needs_a_known_check(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["health", "vibes"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'vibes'" in capsys.readouterr().err

@@ -11,7 +11,32 @@
  * via the `definition` "Command".
  */
 export type Command =
-  Subscribe | Unsubscribe | History | Status | Ping | Pause | Resume | Stop | RunTest;
+  | Subscribe
+  | Unsubscribe
+  | History
+  | Status
+  | Ping
+  | Pause
+  | Resume
+  | Stop
+  | RunTest
+  | RunHealth
+  | SetHparams
+  | Export
+  | Import
+  | Checkpoints
+  | Restore
+  | TakeSnapshot
+  | Scan
+  | Cancel
+  | Histogram
+  | Quantiles
+  | Select
+  | Selections
+  | SelectionRows
+  | ExportSelection
+  | DataMap
+  | Explorer;
 /**
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "ServerMessage".
@@ -24,6 +49,9 @@ export type ServerMessage =
   | RuntimeEvent
   | LogEvent
   | TestResult
+  | HealthResult
+  | HparamChange
+  | ScanProgress
   | Hello
   | Batch
   | Snapshot
@@ -42,7 +70,16 @@ export interface OnTheFlyProtocol {
  */
 export interface Batch {
   events: (
-    RunStarted | StatusChanged | MetricsEvent | EpochEvent | RuntimeEvent | LogEvent | TestResult
+    | RunStarted
+    | StatusChanged
+    | MetricsEvent
+    | EpochEvent
+    | RuntimeEvent
+    | LogEvent
+    | TestResult
+    | HealthResult
+    | HparamChange
+    | ScanProgress
   )[];
   type: 'batch';
 }
@@ -215,6 +252,99 @@ export interface TestResult {
   v: 1;
 }
 /**
+ * The findings of one health check (``health`` command), run at a batch boundary.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "HealthResult".
+ */
+export interface HealthResult {
+  check: 'determinism' | 'gradients' | 'instability' | 'activations' | 'throughput';
+  duration: number;
+  findings: Finding[];
+  run: string;
+  seq: number;
+  session: string;
+  step: number;
+  time: number;
+  type: 'health_result';
+  v: 1;
+}
+/**
+ * One observation of a health check: how bad, a one-line summary, and the numbers.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Finding".
+ */
+export interface Finding {
+  check: 'determinism' | 'gradients' | 'instability' | 'activations' | 'throughput';
+  details: {
+    [k: string]: unknown | undefined;
+  };
+  severity: 'info' | 'warning' | 'error';
+  summary: string;
+}
+/**
+ * One hyperparameter of one param group changed by the ``set`` command (a chart marker).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "HparamChange".
+ */
+export interface HparamChange {
+  group: number;
+  name: 'lr' | 'weight_decay' | 'momentum' | 'betas';
+  new: number | number[];
+  old: number | number[] | null;
+  optimizer: number;
+  run: string;
+  seq: number;
+  session: string;
+  step: number;
+  time: number;
+  type: 'hparam_change';
+  v: 1;
+}
+/**
+ * Progress of a ``scan``: ``running`` while it goes, then ``done`` or ``cancelled``.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ScanProgress".
+ */
+export interface ScanProgress {
+  done: number;
+  elapsed: number;
+  run: string;
+  seq: number;
+  session: string;
+  split: 'train' | 'val' | 'test';
+  state: 'running' | 'done' | 'cancelled';
+  time: number;
+  total: number | null;
+  type: 'scan_progress';
+  v: 1;
+}
+/**
+ * Cancel the scan in progress (the reply says whether there was one).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Cancel".
+ */
+export interface Cancel {
+  id: string;
+  run?: string | null;
+  type: 'cancel';
+}
+/**
+ * List the run's checkpoint ring (id, step, epoch, reason, time, size).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Checkpoints".
+ */
+export interface Checkpoints {
+  id: string;
+  run?: string | null;
+  type: 'checkpoints';
+}
+/**
  * This client fell behind: telemetry events in ``[from_seq, to_seq]`` were skipped.
  *
  * Only telemetry (``metrics``, ``runtime``, ``log``) is ever skipped; the full history stays
@@ -329,6 +459,226 @@ export interface RunTest {
   type: 'test';
 }
 /**
+ * Run one health check at the next boundary; the reply and a ``health_result`` hold its
+ * findings.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "RunHealth".
+ */
+export interface RunHealth {
+  check: 'determinism' | 'gradients' | 'instability' | 'activations' | 'throughput';
+  id: string;
+  run?: string | null;
+  type: 'health';
+}
+/**
+ * Change optimizer hyperparameters at the next boundary (every group unless ``group``).
+ *
+ * Each change is published as an ``hparam_change`` event; a scheduler keeps it (its base
+ * values are rescaled).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SetHparams".
+ */
+export interface SetHparams {
+  betas?: [unknown, unknown] | null;
+  group?: number | null;
+  id: string;
+  lr?: number | null;
+  momentum?: number | null;
+  optimizer?: number;
+  run?: string | null;
+  type: 'set';
+  weight_decay?: number | null;
+}
+/**
+ * Write the whole session to a ``.otf`` file at the next boundary (see docs/sessions.md).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Export".
+ */
+export interface Export {
+  id: string;
+  path: string;
+  run?: string | null;
+  type: 'export';
+}
+/**
+ * Load a session file's model, optimizer, scheduler and scaler state into a paused run.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Import".
+ */
+export interface Import {
+  id: string;
+  path: string;
+  run?: string | null;
+  type: 'import';
+}
+/**
+ * Load checkpoint ``checkpoint``'s model, optimizer, scheduler and scaler into a paused run.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Restore".
+ */
+export interface Restore {
+  checkpoint: string;
+  id: string;
+  run?: string | null;
+  type: 'restore';
+}
+/**
+ * Add a snapshot of the run to its checkpoint ring now.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "TakeSnapshot".
+ */
+export interface TakeSnapshot {
+  id: string;
+  run?: string | null;
+  type: 'snapshot';
+}
+/**
+ * Evaluate every sample of a split with the current model (at the next boundary).
+ *
+ * Progress comes as ``scan_progress`` events; the reply summarises the pass.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Scan".
+ */
+export interface Scan {
+  id: string;
+  run?: string | null;
+  split?: 'train' | 'val' | 'test';
+  type: 'scan';
+}
+/**
+ * The per-sample loss histogram of a split: ``bins`` equal bins over [``min``, ``max``].
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Histogram".
+ */
+export interface Histogram {
+  bins?: number;
+  id: string;
+  max?: number | null;
+  min?: number | null;
+  run?: string | null;
+  source?: ('training' | 'scan') | null;
+  split?: 'train' | 'val' | 'test';
+  type: 'histogram';
+}
+/**
+ * Quantiles of the per-sample losses of a split.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Quantiles".
+ */
+export interface Quantiles {
+  id: string;
+  /**
+   * @minItems 1
+   * @maxItems 1000
+   */
+  q?: [number, ...number[]];
+  run?: string | null;
+  source?: ('training' | 'scan') | null;
+  split?: 'train' | 'val' | 'test';
+  type: 'quantiles';
+}
+/**
+ * Make a named selection of samples by exactly one criterion: ``top``, a loss range
+ * (``loss_min`` / ``loss_max``), ``quantile``, ``region`` or ``clusters``.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Select".
+ */
+export interface Select {
+  cluster?: number;
+  clusters?: number | null;
+  fraction?: number;
+  id: string;
+  loss_max?: number | null;
+  loss_min?: number | null;
+  name?: string | null;
+  quantile?: number | null;
+  region?: ('easy' | 'ambiguous' | 'hard') | null;
+  run?: string | null;
+  source?: ('training' | 'scan') | null;
+  split?: 'train' | 'val' | 'test';
+  top?: number | null;
+  type: 'select';
+}
+/**
+ * The run's selections (names, criteria, sizes).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Selections".
+ */
+export interface Selections {
+  id: string;
+  run?: string | null;
+  type: 'selections';
+}
+/**
+ * A page of a selection's samples with their current statistics, sorted.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SelectionRows".
+ */
+export interface SelectionRows {
+  descending?: boolean;
+  id: string;
+  limit?: number;
+  name: string;
+  offset?: number;
+  run?: string | null;
+  sort?: 'loss' | 'index' | 'confidence' | 'variability' | 'correct' | 'margin' | 'count' | 'label';
+  type: 'selection_rows';
+}
+/**
+ * Write a selection's samples to ``directory``/``file`` (default ``<name>.<format>``).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ExportSelection".
+ */
+export interface ExportSelection {
+  directory: string;
+  file?: string | null;
+  format?: 'csv' | 'parquet' | 'json';
+  id: string;
+  name: string;
+  run?: string | null;
+  type: 'export_selection';
+}
+/**
+ * Confidence and variability per sample (the data map), subsampled to ``max_points``.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "DataMap".
+ */
+export interface DataMap {
+  id: string;
+  max_points?: number;
+  run?: string | null;
+  split?: 'train' | 'val' | 'test';
+  type: 'data_map';
+}
+/**
+ * A 2-D projection (UMAP, else PCA) of a scanned split's embeddings, with losses.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Explorer".
+ */
+export interface Explorer {
+  id: string;
+  max_points?: number;
+  method?: 'auto' | 'umap' | 'pca';
+  run?: string | null;
+  split?: 'train' | 'val' | 'test';
+  type: 'explorer';
+}
+/**
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "ErrorInfo".
  */
@@ -344,6 +694,7 @@ export interface ErrorInfo {
     | 'busy'
     | 'session_closed'
     | 'unsupported'
+    | 'file_error'
     | 'internal';
   message: string;
 }
@@ -395,6 +746,8 @@ export interface Reply {
 export interface RunSnapshot {
   epoch: number;
   epoch_starts: number[];
+  health: HealthResult[];
+  hparam_changes: HparamChange[];
   latest: {
     [k: string]: number | null | undefined;
   };

@@ -21,6 +21,8 @@ Scalar = torch.Tensor | float
 
 def scalar_or_none(value: Any) -> Scalar | None:
     """``value`` if it is a number or a one-element tensor, else ``None`` (never syncs)."""
+    if type(value) is float:  # a learning rate, at every step: skip the ABC checks below
+        return value
     if isinstance(value, torch.Tensor):
         return value.detach() if value.numel() == 1 else None
     if isinstance(value, numbers.Real):

@@ -61,6 +61,9 @@ class StepClock:
 
 def batch_size(batch: Any) -> int | None:
     """The leading dimension of the first tensor found in ``batch`` (no device access)."""
+    first = batch[0] if type(batch) in (tuple, list) and batch else None
+    if isinstance(first, torch.Tensor) and first.ndim > 0:  # (x, y): the usual batch, fast
+        return int(first.shape[0])
     if isinstance(batch, torch.Tensor):
         return int(batch.shape[0]) if batch.ndim > 0 else None
     if isinstance(batch, Mapping):

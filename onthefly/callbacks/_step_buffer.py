@@ -6,18 +6,33 @@ device tensors; every ``every_steps`` steps (or ``every_s`` seconds) it stacks t
 tensor per device and starts a single copy to the host: on CUDA a ``non_blocking`` copy into
 pinned memory whose completion is polled with ``Event.query()`` at later steps, on the CPU
 one ``.tolist()``. Rows are delivered in step order once their copy is complete.
+
+A total norm (the gradient norm) is recorded as its parts' norms (:class:`Norms`, one fused
+``_foreach_norm`` per step) and reduced when the batch ships: one reduction for all its
+steps instead of two more operations per step.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
 from onthefly.callbacks._logged import Scalar
+
+
+class Norms(NamedTuple):
+    """The L2 norms of a vector's parts (e.g. of each gradient); the buffer ships the norm of
+    the whole vector."""
+
+    parts: Sequence[torch.Tensor]
+
+
+Value = Scalar | Norms
 
 
 @dataclass(frozen=True)
@@ -47,7 +62,7 @@ class _Part:
 
 @dataclass
 class _Transfer:
-    rows: list[tuple[int, int, dict[str, Scalar]]]
+    rows: list[tuple[int, int, Mapping[str, Value]]]
     parts: list[_Part] = field(default_factory=list)
 
     def ready(self) -> bool:
@@ -92,12 +107,12 @@ class StepBuffer:
         self._sink = sink
         self._every_steps = every_steps
         self._every_s = every_s
-        self._rows: list[tuple[int, int, dict[str, Scalar]]] = []
+        self._rows: list[tuple[int, int, Mapping[str, Value]]] = []
         self._in_flight: deque[_Transfer] = deque()
         self._last_start = time.monotonic()
 
-    def add(self, step: int, epoch: int, values: dict[str, Scalar]) -> None:
-        """Record one step; cheap, and never waits for the device."""
+    def add(self, step: int, epoch: int, values: Mapping[str, Value]) -> None:
+        """Record one step (the buffer keeps ``values``); cheap, and never waits for the device."""
         self._rows.append((step, epoch, values))
         now = time.monotonic()
         if len(self._rows) >= self._every_steps or now - self._last_start >= self._every_s:
@@ -115,14 +130,27 @@ class StepBuffer:
         self._rows = []
         self._last_start = now
         by_device: dict[torch.device, tuple[list[tuple[int, str]], list[torch.Tensor]]] = {}
+        norm_slots: list[tuple[int, str]] = []
+        norms: list[Sequence[torch.Tensor]] = []
         for index, (_, _, values) in enumerate(transfer.rows):
             for name, value in values.items():
                 if isinstance(value, torch.Tensor):
                     slots, tensors = by_device.setdefault(value.device, ([], []))
                     slots.append((index, name))
                     tensors.append(value if _is_float_scalar(value) else _as_float_scalar(value))
-        for device, (slots, tensors) in by_device.items():
-            transfer.parts.append(_copy_to_host(device, slots, torch.stack(tensors)))
+                elif isinstance(value, Norms):
+                    norm_slots.append((index, name))
+                    norms.append(value.parts)
+        columns = {
+            device: (slots, torch.stack(tensors)) for device, (slots, tensors) in by_device.items()
+        }
+        if norms:  # joins the column of its device: still one copy per device
+            totals = _total_norms(norms)
+            slots, column = columns.get(totals.device, ([], None))
+            joined = totals if column is None else torch.cat([column, totals])
+            columns[totals.device] = (slots + norm_slots, joined)
+        for device, (slots, column) in columns.items():
+            transfer.parts.append(_copy_to_host(device, slots, column))
         self._in_flight.append(transfer)
 
     def _deliver(self, wait: bool) -> None:
@@ -135,6 +163,23 @@ class StepBuffer:
                 return
             self._in_flight.popleft()
             self._sink(head.result())
+
+
+def _total_norms(groups: list[Sequence[torch.Tensor]]) -> torch.Tensor:
+    """The L2 norm of each group of part norms, as one float32 vector on the first part's device."""
+    device = groups[0][0].device
+    if len({len(parts) for parts in groups}) == 1:  # the usual case: one reduction for all
+        flat = _stack([part for parts in groups for part in parts], device)
+        return torch.linalg.vector_norm(flat.view(len(groups), -1), dim=1)
+    return torch.stack([torch.linalg.vector_norm(_stack(parts, device)) for parts in groups])
+
+
+def _stack(parts: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
+    try:
+        stacked = torch.stack(tuple(parts))
+    except RuntimeError:  # parts on several devices (a model split across GPUs)
+        stacked = torch.stack([part.to(device) for part in parts])
+    return stacked.to(device, torch.float32)
 
 
 def _is_float_scalar(value: torch.Tensor) -> bool:

@@ -65,13 +65,21 @@ def _is_last_batch(trainer: Any, batch_idx: int) -> bool:
 
 
 def extended(
-    limits: Limits, *, epoch: int, step: int, epochs: int | None, steps: int | None
+    limits: Limits,
+    *,
+    epoch: int,
+    step: int,
+    epochs: int | None,
+    steps: int | None,
+    at_end: bool = True,
 ) -> Limits:
     """The limits after a ``resume`` that asks for more training.
 
-    ``epochs=N`` trains N more epochs after the current one; ``steps=N`` trains N more
-    optimizer steps. A limit that would stop the run before the requested amount is lifted,
-    so asking for more always gets it.
+    At the end of a run (``at_end``), ``epochs=N`` trains N more epochs after the current one
+    and ``steps=N`` N more optimizer steps. Before the end, the same request moves a finite
+    limit N further, so an extension never shortens the planned run. A limit of the other
+    kind that would stop the run before the requested amount is lifted, so asking for more
+    always gets it.
 
     Args:
         limits: the limits now.
@@ -79,6 +87,7 @@ def extended(
         step: optimizer steps done so far.
         epochs: extra epochs, or ``None``.
         steps: extra steps, or ``None``.
+        at_end: whether the run holds at its stop condition.
 
     Example:
         >>> extended(Limits(2, -1), epoch=1, step=20, epochs=3, steps=None)
@@ -86,11 +95,16 @@ def extended(
     """
     max_epochs, max_steps = limits.max_epochs, limits.max_steps
     if epochs is not None:
-        max_epochs = epoch + 1 + epochs
+        max_epochs = _further(max_epochs, epoch + 1, epochs, at_end)
         if steps is None and max_steps != UNLIMITED:
             max_steps = UNLIMITED
     if steps is not None:
-        max_steps = step + steps
+        max_steps = _further(max_steps, step, steps, at_end)
         if epochs is None:
             max_epochs = UNLIMITED
     return Limits(max_epochs, max_steps)
+
+
+def _further(limit: int, reached: int, extra: int, at_end: bool) -> int:
+    base = reached if at_end or limit == UNLIMITED else max(limit, reached)
+    return base + extra

@@ -1,6 +1,7 @@
 """OnTheFly: the one callback that makes a run live and steerable.
 
-It bundles the parts (:class:`Telemetry`, :class:`TestLauncher`, :class:`PauseGate`) around
+It bundles the parts (:class:`Checkpointer`, :class:`Telemetry`, :class:`TestLauncher`,
+:class:`HealthMonitor`, :class:`HparamEditor`, :class:`PauseGate`) around
 one shared :class:`RunSession`, opens the session when ``fit`` is set up (global rank 0
 only) and closes it when ``fit`` ends, fails or is interrupted, so the discovery file never
 outlives the run. Every Lightning hook is forwarded to the parts in order.
@@ -16,11 +17,16 @@ from typing import Any
 
 from lightning.pytorch import Callback
 
+from onthefly.callbacks.checkpointer import Checkpointer
+from onthefly.callbacks.health_monitor import HealthMonitor
+from onthefly.callbacks.hparam_editor import HparamEditor
 from onthefly.callbacks.pause_gate import PauseGate
+from onthefly.callbacks.sample_tracker import SampleTracker
 from onthefly.callbacks.session import RunSession
 from onthefly.callbacks.telemetry import Telemetry
 from onthefly.callbacks.test_launcher import TestLauncher
 from onthefly.errors import ConfigurationError
+from onthefly.native.hooks import HookTable
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,15 @@ class OnTheFly(Callback):
         flush_every_steps: ship buffered step values to the dashboard every this many steps …
         flush_every_s: … or this many seconds, whichever comes first.
         runtime_interval_s: seconds between runtime samples (CPU, memory, GPU).
+        resume_from: Lightning only: a session file (``.otf``) to continue from, exactly
+            (see docs/sessions.md); the native trainer takes ``fit(resume_from=...)``.
+        checkpoints: snapshots kept in the session's checkpoint ring (``0``: none).
+        checkpoint_bytes: most disk space the checkpoint ring may use.
+        loss_fn: Lightning only: the loss module/function ``training_step`` uses, for
+            per-sample losses and scans (``attach_lightning(loss_fn=...)`` sets it too).
+        embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding for
+            clustering and the data explorer (see docs/per-sample.md).
+        track_samples: record per-sample losses and answer the per-sample commands.
 
     Raises:
         ConfigurationError: an argument of the wrong type or value.
@@ -88,9 +103,15 @@ class OnTheFly(Callback):
         flush_every_steps: int = 32,
         flush_every_s: float = 0.1,
         runtime_interval_s: float = 1.0,
+        resume_from: str | os.PathLike[str] | None = None,
+        checkpoints: int = 3,
+        checkpoint_bytes: int = 2 << 30,
+        loss_fn: Any = None,
+        embedding_fn: Callable[[Any, Any], Any] | None = None,
+        track_samples: bool = True,
     ) -> None:
         _check_options(project, run_name, port, keep_alive, log_level)
-        self.inputs = RunInputs(test_loader=test_loader, datamodule=datamodule)
+        self.inputs = RunInputs(test_loader=test_loader, datamodule=datamodule, loss_fn=loss_fn)
         self.session = RunSession(project, run_name, port=port, home=home, quiet=quiet)
         self.telemetry = Telemetry(
             self.session,
@@ -104,13 +125,31 @@ class OnTheFly(Callback):
             test_source=test_loader if test_loader is not None else datamodule,
             do_test_after=do_test_after,
         )
+        self.sample_tracker = (
+            SampleTracker(self.session, lambda: self.inputs, embedding_fn)
+            if track_samples
+            else None
+        )
+        self.health_monitor = HealthMonitor(self.session)
+        self.hparam_editor = HparamEditor(self.session)
         self.pause_gate = PauseGate(self.session, hold_at_end=do_test_after, keep_alive=keep_alive)
+        self.checkpointer = Checkpointer(self.session, resume_from, checkpoints, checkpoint_bytes)
         # Order matters at a batch end: record the step, then test, then pause or hold.
-        self.parts: list[Callback] = [self.telemetry, self.test_launcher, self.pause_gate]
+        self.parts: list[Callback] = [
+            self.checkpointer,  # first: it counts each batch before any part acts on it
+            self.telemetry,
+            *([self.sample_tracker] if self.sample_tracker is not None else []),
+            self.test_launcher,
+            self.health_monitor,  # before the gate: it must see the batch the gate holds at
+            self.hparam_editor,
+            self.pause_gate,
+        ]
+        self._part_hooks = HookTable()
 
     def _forward(self, hook: str, trainer: Any, pl_module: Any, *args: Any, **kwargs: Any) -> None:
-        for part in self.parts:
-            getattr(part, hook)(trainer, pl_module, *args, **kwargs)
+        # Several hooks fire per step: only the parts with a hook of their own are called.
+        for method in self._part_hooks.hooks(self.parts, hook):
+            method(trainer, pl_module, *args, **kwargs)
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage == "fit":

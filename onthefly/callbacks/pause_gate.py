@@ -154,6 +154,7 @@ class PauseGate(Callback):
                 epoch=int(trainer.current_epoch),
                 step=int(trainer.global_step),
                 epochs=epochs,
+                at_end=self._at_end,
                 steps=steps,
             )
             limits.write_limits(trainer, new)

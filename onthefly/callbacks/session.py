@@ -65,6 +65,7 @@ class RunSession:
         self._server: SessionServer | None = None
         self._workdir: Path | None = None
         self._quiet_hooks: list[Callable[[], None]] = []
+        self._listeners: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
 
     @property
     def active(self) -> bool:
@@ -126,11 +127,18 @@ class RunSession:
         for hook in self._quiet_hooks:
             hook()
 
+    def listen(self, kind: str, listener: Callable[[dict[str, Any]], None]) -> None:
+        """Also hand the payload of every published ``kind`` event to ``listener``, on the
+        publishing thread (e.g. the host values Telemetry ships, without another host sync)."""
+        self._listeners.setdefault(kind, []).append(listener)
+
     def publish(self, kind: str, **payload: Any) -> None:
         """Send one event of the main run; a no-op when the session is not active."""
         server = self._server
         if server is not None:
             server.publish(server.main_run, kind, **payload)
+            for listener in self._listeners.get(kind, ()):
+                listener(payload)
 
     def has_clients(self) -> bool:
         """Whether a dashboard or client is connected right now."""
@@ -159,7 +167,8 @@ class RunSession:
     def drain(self, boundary: Boundary) -> None:
         """Run every command already waiting in the inbox; never blocks."""
         server = self._server
-        while server is not None:
+        # empty() first: this runs twice per step, and an empty get_nowait() raises.
+        while server is not None and not server.inbox.empty():
             try:
                 cmd = server.inbox.get_nowait()
             except queue.Empty:

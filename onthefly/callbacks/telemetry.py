@@ -7,7 +7,8 @@ stats (a background thread, about once a second) and the run's log records and w
 
 No host sync is added per step: step values stay device tensors in a
 :class:`~onthefly.callbacks._step_buffer.StepBuffer` that ships them in batches, and the
-gradient norm is one fused reduction on the device.
+gradient norm is one fused ``_foreach_norm`` on the device per step (the buffer reduces the
+per-parameter norms of many steps at once when it ships them).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from onthefly.callbacks import _logged
 from onthefly.callbacks._driver import is_lightning
 from onthefly.callbacks._log_forwarder import LogForwarder
 from onthefly.callbacks._runtime_sampler import RuntimeSampler, StepClock
-from onthefly.callbacks._step_buffer import Row, StepBuffer
+from onthefly.callbacks._step_buffer import Norms, Row, StepBuffer, Value
 from onthefly.callbacks.session import RunSession
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class Telemetry(Callback):
         self._runtime_interval_s = runtime_interval_s
         self._sampler: RuntimeSampler | None = None
         self._logs = LogForwarder(functools.partial(session.publish, "log"), log_level)
-        self._optimizer_values: dict[str, _logged.Scalar] = {}
+        self._optimizer_values: dict[str, Value] = {}
         self._losses: list[torch.Tensor] = []
         self._last_step: int | None = None
         self._eval_before: dict[str, int] = {}
@@ -114,8 +115,11 @@ class Telemetry(Callback):
             return
         # A native trainer that clips computes the norm anyway: reuse it (see _record_step).
         clipping = not is_lightning(trainer) and getattr(trainer, "grad_norm", None) is not None
-        with self._guarded("read the optimizer"):
+        # try/except rather than _guarded: this runs at every step (no generator to create).
+        try:
             self._optimizer_values.update(optimizer_values(trainer, optimizer, not clipping))
+        except Exception:
+            self._warn_once("read the optimizer")
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
@@ -127,8 +131,10 @@ class Telemetry(Callback):
         if loss is not None:
             self._losses.append(loss)
         if trainer.global_step != self._last_step:  # an optimizer step happened
-            with self._guarded("record a step"):
+            try:
                 self._record_step(trainer, outputs)
+            except Exception:
+                self._warn_once("record a step")
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         self.flush()
@@ -168,20 +174,27 @@ class Telemetry(Callback):
 
     @contextlib.contextmanager
     def _guarded(self, action: str) -> Iterator[None]:
-        # Telemetry is an aid: what it cannot read or send is reported once, never raised.
         try:
             yield
         except Exception:
-            if action not in self._failed:
-                self._failed.add(action)
-                log.warning("OnTheFly could not %s; training goes on", action, exc_info=True)
+            self._warn_once(action)
+
+    def _warn_once(self, action: str) -> None:
+        # Telemetry is an aid: what it cannot read or send is reported once, never raised.
+        # Called from an ``except`` block, so the warning carries the exception.
+        if action not in self._failed:
+            self._failed.add(action)
+            log.warning("OnTheFly could not %s; training goes on", action, exc_info=True)
 
     def _record_step(self, trainer: Any, outputs: Any) -> None:
-        values: dict[str, _logged.Scalar] = _logged.step_values(trainer, outputs)
-        self._step_names.update(values)
-        values.update(self._optimizer_values)
-        values.update(_native_clip_norm(trainer))
-        loss = _mean(self._losses, summed=is_lightning(trainer))
+        logged = _logged.step_values(trainer, outputs)
+        if logged:
+            self._step_names.update(logged)
+        values: dict[str, Value] = {**logged, **self._optimizer_values}
+        lightning = is_lightning(trainer)
+        if not lightning:
+            values.update(_native_clip_norm(trainer))
+        loss = _mean(self._losses, summed=lightning)
         if loss is not None:
             values["loss"] = loss
         self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), values)
@@ -224,9 +237,7 @@ class Telemetry(Callback):
         self._logs.uninstall()
 
 
-def optimizer_values(
-    trainer: Any, optimizer: Any, with_norm: bool = True
-) -> dict[str, _logged.Scalar]:
+def optimizer_values(trainer: Any, optimizer: Any, with_norm: bool = True) -> dict[str, Value]:
     """Learning rates and the gradient norm of ``optimizer``, before it steps.
 
     Args:
@@ -236,38 +247,34 @@ def optimizer_values(
     """
     index = next((i for i, o in enumerate(getattr(trainer, "optimizers", ())) if o is optimizer), 0)
     prefix = "" if index == 0 else f"/opt{index}"
-    values: dict[str, _logged.Scalar] = {}
+    values: dict[str, Value] = {}
     for j, group in enumerate(optimizer.param_groups):
         lr = _logged.scalar_or_none(group.get("lr"))
         if lr is not None:
-            values[f"lr{prefix}" + (f"/group{j}" if j else "")] = lr
+            values[f"lr{prefix}/group{j}" if j else f"lr{prefix}"] = lr
     if not with_norm:
         return values
-    norm = grad_norm(p for group in optimizer.param_groups for p in group["params"])
-    if norm is not None:
-        values[f"grad_norm{prefix}"] = norm
+    norms = grad_norms(p for group in optimizer.param_groups for p in group["params"])
+    if norms is not None:
+        values[f"grad_norm{prefix}"] = norms
     return values
 
 
-def grad_norm(parameters: Any) -> torch.Tensor | None:
-    """The global L2 norm of the parameters' gradients, as one device tensor (no host sync).
-
-    One fused ``torch._foreach_norm`` over all gradients, then the norm of the stacked norms.
-    """
+def grad_norms(parameters: Any) -> Norms | None:
+    """The L2 norm of each parameter's gradient, as device tensors (no host sync): one fused
+    ``torch._foreach_norm``. Their global norm is taken when the step ships
+    (:class:`~onthefly.callbacks._step_buffer.StepBuffer`)."""
     grads = [p.grad for p in parameters if p.grad is not None and not p.grad.is_sparse]
     if not grads:
         return None
-    norms = list(torch._foreach_norm(grads))
-    first = norms[0]
-    if any(n.device != first.device or n.dtype != first.dtype for n in norms):
-        norms = [n.to(first.device, torch.float32) for n in norms]
-    return torch.linalg.vector_norm(torch.stack(norms).to(torch.float32))
+    return Norms(torch._foreach_norm(grads))
 
 
 def _loss_of(outputs: Any) -> torch.Tensor | None:
     loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
     if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-        return loss.detach()
+        # Both trainers hand over a detached loss already: no new tensor for it each step.
+        return loss.detach() if loss.requires_grad else loss
     return None
 
 

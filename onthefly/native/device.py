@@ -35,8 +35,11 @@ def to_device(batch: Any, device: torch.device) -> Any:
 
     Other leaves are returned as they are; a tensor already there is returned itself (no copy).
     """
+    kind = type(batch)
+    if kind is tuple or kind is list:  # the usual (x, y) batch, first and without ABC checks
+        return kind([to_device(v, device) for v in batch])
     if isinstance(batch, torch.Tensor):
-        return batch.to(device)
+        return batch if batch.device == device else batch.to(device)
     if isinstance(batch, Mapping):
         return type(batch)({k: to_device(v, device) for k, v in batch.items()})  # type: ignore[call-arg]
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple

@@ -3,13 +3,65 @@
 Hooks are looked up by name (``getattr(callback, "on_train_start")``), as Lightning does, so any
 ``lightning.pytorch.Callback`` runs unchanged; plain objects may implement just the hooks they
 need. Each hook receives ``(trainer, model, *args)`` where ``model`` is the user's ``nn.Module``.
+
+A training step fires half a dozen hooks, so dispatch is kept to a table lookup: each hook
+name maps to the bound methods of the callbacks that implement it, skipping the empty
+defaults every callback inherits from ``lightning.pytorch.Callback``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
 from typing import Any
+
+_EMPTY_DEFAULTS = ("lightning.pytorch.callbacks.callback", "Callback")
+"""Module and name of the class whose hooks are empty defaults (compared by name, so that
+this module does not import Lightning)."""
+
+
+def implementation(callback: object, name: str) -> Callable[..., Any] | None:
+    """``callback``'s hook ``name`` as a bound method, or ``None`` when it has none of its own.
+
+    Lightning's ``Callback`` defines every hook with an empty body; a callback that only
+    inherits that default has nothing to run.
+    """
+    hook = getattr(callback, name, None)
+    if not callable(hook):
+        return None
+    if name in getattr(callback, "__dict__", ()):
+        return hook  # set on the instance
+    owner = next((cls for cls in type(callback).__mro__ if name in vars(cls)), None)
+    if owner is not None and (owner.__module__, owner.__qualname__) == _EMPTY_DEFAULTS:
+        return None
+    return hook
+
+
+class HookTable:
+    """Per hook name, the bound methods of the callbacks that implement it, in order.
+
+    Built lazily, one name at a time, and rebuilt whenever the list of callbacks it is
+    given differs from the one it was built from (a callback added, removed or replaced).
+
+    Example:
+        >>> table = HookTable()
+        >>> table.hooks([object()], "on_train_start")
+        []
+    """
+
+    def __init__(self) -> None:
+        self._table: dict[str, list[Callable[..., Any]]] = {}
+        self._built_from: list[object] = []
+
+    def hooks(self, callbacks: list[Any], name: str) -> list[Callable[..., Any]]:
+        """The implementations of hook ``name`` among ``callbacks``."""
+        if self._built_from != callbacks:
+            self._table, self._built_from = {}, list(callbacks)
+        found = self._table.get(name)
+        if found is None:
+            implemented = (implementation(callback, name) for callback in callbacks)
+            found = self._table[name] = [hook for hook in implemented if hook is not None]
+        return found
 
 
 class EndArgs:
@@ -17,6 +69,29 @@ class EndArgs:
 
     def __init__(self, args: tuple[Any, ...]) -> None:
         self.args = args
+
+
+class Paired:
+    """What :meth:`Hooks.paired` returns: a plain class, cheaper than ``@contextmanager`` for a
+    block entered at every batch."""
+
+    def __init__(self, hooks: Hooks, level: str, args: tuple[Any, ...]) -> None:
+        self._hooks = hooks
+        self._level = level
+        self._end = EndArgs(args)
+
+    def __enter__(self) -> EndArgs:
+        self._hooks.call(f"on_{self._level}_start", *self._end.args)
+        return self._end
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self._hooks.call(f"on_{self._level}_end", *self._end.args)
 
 
 def state_key(callback: object) -> str:
@@ -36,27 +111,25 @@ class Hooks:
     def __init__(self, trainer: Any, callbacks: list[object]) -> None:
         self._trainer = trainer
         self.callbacks = callbacks
+        self._table = HookTable()
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Call hook ``name`` on every callback that has it."""
-        model = self._trainer.lightning_module
-        for callback in self.callbacks:
-            hook = getattr(callback, name, None)
-            if callable(hook):
-                hook(self._trainer, model, *args, **kwargs)
+        hooks = self._table.hooks(self.callbacks, name)
+        if hooks:
+            trainer = self._trainer
+            model = trainer.lightning_module
+            for hook in hooks:
+                hook(trainer, model, *args, **kwargs)
 
-    @contextmanager
-    def paired(self, level: str, *args: Any) -> Iterator[EndArgs]:
+    def paired(self, level: str, *args: Any) -> Paired:
         """Fire ``on_{level}_start(*args)`` now and ``on_{level}_end`` when the block completes.
 
         The end hook gets ``args`` unless the block replaces ``EndArgs.args`` (batch ends also
         receive the step's outputs). If the block raises, the end hook is skipped, as in
         Lightning: the exception goes to ``on_exception`` instead.
         """
-        self.call(f"on_{level}_start", *args)
-        end = EndArgs(args)
-        yield end
-        self.call(f"on_{level}_end", *end.args)
+        return Paired(self, level, args)
 
     def state_dicts(self) -> dict[str, dict[str, Any]]:
         """Each stateful callback's ``state_dict()``, keyed by its ``state_key``."""

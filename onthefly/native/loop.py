@@ -94,7 +94,8 @@ class FitLoop:
         """Run the epoch's batches; ``True`` when the loader was exhausted."""
         total = _length(loader)
         batches = iter(loader)
-        batch_idx = 0
+        # An iterator resumed mid-epoch (onthefly.sessions) says which batch it starts at.
+        batch_idx = getattr(batches, "start_batch", 0)
         while not (self.trainer.should_stop or self.steps_done):
             if batch_idx == total:
                 return True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -127,6 +128,7 @@ class Trainer:
         self.scheduler: Any = None
         self.scheduler_interval = "epoch"
         self.evaluation_label: str | None = None
+        self.resume_from: str | os.PathLike[str] | None = None
 
         self._session = session_enabled(session)
         if session_options and not self._session:
@@ -262,6 +264,7 @@ class Trainer:
         test_loader: Iterable[Any] | None = None,
         scheduler: Any = None,
         scheduler_interval: str = "epoch",
+        resume_from: str | os.PathLike[str] | None = None,
     ) -> None:
         """Train ``model`` until ``max_epochs`` / ``max_steps`` or ``should_stop``.
 
@@ -277,9 +280,13 @@ class Trainer:
             scheduler: an LR scheduler, stepped after each epoch or each optimizer step;
                 ``ReduceLROnPlateau`` is stepped with ``val_loss`` after each validation.
             scheduler_interval: ``"epoch"`` or ``"step"``.
+            resume_from: a session file (``.otf``) exported from a native run: training
+                continues exactly where it was exported (weights, optimizer, scheduler,
+                counters, callback states, data position, RNG; see docs/sessions.md).
 
         Raises:
             ConfigurationError: for a missing or invalid argument.
+            SessionFileError: ``resume_from`` cannot be read or does not fit the model.
             BaseException: whatever the run raised, after ``on_exception`` and ``teardown``.
         """
         check_fit_args(
@@ -312,6 +319,11 @@ class Trainer:
             metrics=self._metrics.by_stage["train"],
             _hooks=self._hooks,
         )
+        self.resume_from = resume_from
+        if resume_from is not None:
+            from onthefly.sessions.resume import resume_native
+
+            resume_native(self, resume_from)
         # The default step fires on_before_optimizer_step itself (before clipping, as
         # Lightning does); a custom step's optimizer.step() is observed instead.
         before = self._before_optimizer_step if self._custom_training_step else None

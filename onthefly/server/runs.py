@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from onthefly.protocol import (
     SERVER_MESSAGE,
     EpochEvent,
+    HealthResult,
+    HparamChange,
     LogEvent,
     LogRecord,
     MetricsEvent,
@@ -25,6 +27,7 @@ from onthefly.protocol import (
     RunSnapshot,
     RunStarted,
     RuntimeEvent,
+    ScanProgress,
     Snapshot,
     StatusChanged,
     TestResult,
@@ -32,7 +35,16 @@ from onthefly.protocol import (
 from onthefly.server.history import SeriesStore, Window, decimate
 
 StreamModel = (
-    RunStarted | StatusChanged | MetricsEvent | EpochEvent | RuntimeEvent | LogEvent | TestResult
+    RunStarted
+    | StatusChanged
+    | MetricsEvent
+    | EpochEvent
+    | RuntimeEvent
+    | LogEvent
+    | TestResult
+    | HealthResult
+    | HparamChange
+    | ScanProgress
 )
 
 LOG_TAIL = 500
@@ -44,11 +56,19 @@ def series_key(split: str, name: str) -> str:
     return name if split == "train" else f"{split}/{name}"
 
 
+def split_of(key: str) -> tuple[str, str]:
+    """The inverse of :func:`series_key`: ``val/loss`` -> ``("val", "loss")``."""
+    split, _, name = key.partition("/")
+    return (split, name) if split in ("val", "test") and name else ("train", key)
+
+
 @dataclass
 class _Run:
     info: RunInfo
     epoch_starts: list[int] = field(default_factory=list)
     history: SeriesStore = field(default_factory=SeriesStore)
+    hparam_changes: list[HparamChange] = field(default_factory=list)
+    health: dict[str, HealthResult] = field(default_factory=dict)  # latest per check
 
 
 @dataclass(frozen=True)
@@ -58,6 +78,8 @@ class Capture:
     seq: int
     runs: list[tuple[RunInfo, list[int], dict[str, Window]]]
     logs: list[LogRecord]
+    markers: list[tuple[list[HparamChange], list[HealthResult]]] = field(default_factory=list)
+    """Per run (same order as ``runs``): its hyperparameter changes and latest health results."""
 
 
 class RunTable:
@@ -112,28 +134,54 @@ class RunTable:
             values = {**event.metrics, "loss": event.loss}
             run.history.add("test", event.step, values)
             info.latest.update({series_key("test", k): v for k, v in values.items()})
+        elif isinstance(event, HparamChange):
+            run.hparam_changes.append(event)
+        elif isinstance(event, HealthResult):
+            run.health[event.check] = event
+
+    def restore(self, runs: list[RunSnapshot], logs: list[LogRecord]) -> None:
+        """Put saved runs back (a resumed run's past, or an exported session being viewed);
+        a run of the same id is replaced."""
+        for saved in runs:
+            fields = saved.model_dump(include=set(RunInfo.model_fields))
+            run = _Run(info=RunInfo.model_validate(fields), epoch_starts=list(saved.epoch_starts))
+            for key, series in saved.series.items():
+                split, name = split_of(key)
+                for step, value in zip(series.steps, series.values, strict=True):
+                    run.history.add(split, step, {name: value})
+            run.hparam_changes = list(saved.hparam_changes)
+            run.health = {result.check: result for result in saved.health}
+            self._runs[saved.run] = run
+        self._logs.extend(logs)
 
     def capture(self, seq: int) -> Capture:
         """Copy everything a snapshot needs, as of stream position ``seq``."""
         runs = []
+        markers = []
         for run in self._runs.values():
+            markers.append((list(run.hparam_changes), list(run.health.values())))
             windows = {
                 series_key(split, name): run.history.window(split, name)
                 for split, name in run.history.names()
             }
             runs.append((run.info.model_copy(deep=True), list(run.epoch_starts), windows))
-        return Capture(seq=seq, runs=runs, logs=list(self._logs))
+        return Capture(seq=seq, runs=runs, logs=list(self._logs), markers=markers)
 
 
 def render_snapshot(capture: Capture, session: str, max_points: int | None) -> bytes:
     """Serialise a captured state as a ``snapshot`` frame (decimated to ``max_points``)."""
+    markers = capture.markers or [([], [])] * len(capture.runs)
     runs = [
         RunSnapshot(
             **info.model_dump(),
             series={key: decimate(window, max_points) for key, window in windows.items()},
             epoch_starts=epoch_starts,
+            hparam_changes=changes,
+            health=health,
         )
-        for info, epoch_starts, windows in capture.runs
+        for (info, epoch_starts, windows), (changes, health) in zip(
+            capture.runs, markers, strict=True
+        )
     ]
     snapshot = Snapshot(
         session=session, seq=capture.seq, time=time.time(), runs=runs, logs=capture.logs

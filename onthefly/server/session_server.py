@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from onthefly.errors import ConfigurationError
+from onthefly.protocol import Snapshot
 from onthefly.server.broker import Broker, RawEvent
 from onthefly.server.discovery import SessionFile, remove_session, write_session
 from onthefly.server.pending import PendingCommand
@@ -35,7 +36,10 @@ BUFFER_SIZE = 250_000
 """Events the training thread may get ahead of the pump before events are dropped."""
 
 _CHUNK = 2000  # events per broker call, so commands never wait long for the broker's lock
-_PUBLISHABLE = frozenset({"metrics", "status", "epoch", "runtime", "log", "test_result"})
+_PUBLISHABLE = frozenset(
+    {"metrics", "status", "epoch", "runtime", "log", "test_result"}
+    | {"health_result", "hparam_change", "scan_progress"}
+)
 _DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboard"
 
 
@@ -53,6 +57,8 @@ class SessionServer:
         dashboard_dir: the built dashboard served at ``/`` (default: the package's
             ``onthefly/dashboard/``).
         quiet: do not print the dashboard address and connections.
+        read_only: serve history only: control commands are refused as ``unsupported``
+            with this message (``onthefly view`` of a session file).
 
     Raises:
         ConfigurationError: a host other than 127.0.0.1, or a port outside 0-65535.
@@ -76,6 +82,7 @@ class SessionServer:
         home: str | os.PathLike[str] | None = None,
         dashboard_dir: Path | None = None,
         quiet: bool = False,
+        read_only: str | None = None,
     ) -> None:
         if host != HOST:
             raise ConfigurationError(
@@ -93,7 +100,7 @@ class SessionServer:
         self._runs_lock = threading.Lock()
         self.main_run = self._new_run_id(run_name)
         self._run_name = run_name
-        self._broker = Broker(self.session_id, project, main_run=self.main_run)
+        self._broker = Broker(self.session_id, project, main_run=self.main_run, read_only=read_only)
         self.inbox: queue.SimpleQueue[PendingCommand] = self._broker.inbox
         """Control commands (pause, resume, stop, test) for the training thread to answer."""
         self._transport = Transport(
@@ -101,6 +108,7 @@ class SessionServer:
             token=self.token,
             dashboard_dir=_DASHBOARD_DIR if dashboard_dir is None else dashboard_dir,
             on_connect=self._announce_client,
+            home=home,
         )
         self._buffer: deque[RawEvent] = deque()
         self._overflow = 0
@@ -235,6 +243,23 @@ class SessionServer:
         else:
             self._overflow += 1
         return run
+
+    def history_snapshot(self, timeout: float = 5.0) -> Snapshot:
+        """Every run's full history (undecimated) and the log tail, once what was published
+        so far has reached the broker (for an export).
+
+        Args:
+            timeout: the most seconds to wait for the pump to catch up.
+        """
+        deadline = time.monotonic() + timeout
+        while self._buffer and self._pump is not None and time.monotonic() < deadline:
+            self._wake.set()
+            time.sleep(PUMP_INTERVAL / 3)
+        return self._broker.history()
+
+    def preload(self, saved: Snapshot) -> None:
+        """Put saved runs (from :meth:`history_snapshot`) back into this session's history."""
+        self._broker.preload(saved)
 
     def has_clients(self) -> bool:
         """Whether at least one dashboard or client is connected."""

@@ -30,6 +30,17 @@ def test_extended(
     assert extended(limits, epoch=epoch, step=step, epochs=epochs, steps=steps) == expected
 
 
+def test_an_extension_before_the_end_never_shortens_the_planned_run() -> None:
+    planned = Limits(60, UNLIMITED)
+    assert extended(planned, epoch=0, step=50, epochs=1, steps=None, at_end=False) == Limits(
+        61, UNLIMITED
+    )
+    more_steps = extended(
+        Limits(UNLIMITED, 500), epoch=0, step=50, epochs=None, steps=10, at_end=False
+    )
+    assert more_steps.max_steps == 510
+
+
 def test_limits_round_trip_on_a_lightning_trainer() -> None:
     trainer = lightning_trainer(max_epochs=3, max_steps=40)
     assert read_limits(trainer) == Limits(3, 40)

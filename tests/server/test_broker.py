@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from onthefly.server.broker import Broker, Client, RawEvent
+from onthefly.protocol import SERVER_MESSAGE
+from onthefly.server.broker import EVENT_MODELS, Broker, Client, RawEvent
+from tests.golden import example_files, load_strict, tag_of
 
 
 def _broker(**kwargs: Any) -> Broker:
@@ -283,3 +285,60 @@ def test_slow_subscriber_is_coalesced_while_a_fast_one_gets_everything() -> None
     messages = _read(slow)
     coalesced = [m for m in messages if m["type"] == "coalesced"]
     assert coalesced and sum(m["dropped"] for m in coalesced) + len(_seqs(messages)) == 1000
+
+
+def test_a_second_exclusive_command_is_busy_until_the_first_is_answered() -> None:
+    broker = _broker()
+    client = broker.connect()
+    _read(client)
+    assert _send(broker, client, type="health", id="1", check="gradients") == []
+    [busy] = _send(broker, client, type="health", id="2", check="determinism")
+    assert busy["error"]["code"] == "busy" and busy["id"] == "2"
+    assert _send(broker, client, type="test", id="3") == []  # another kind is not busy
+    assert _send(broker, client, type="set", id="4", lr=0.1) == []
+    assert _send(broker, client, type="set", id="5", lr=0.2) == []  # not exclusive
+    first = broker.inbox.get_nowait()
+    first.reply(check="gradients")
+    assert _read(client)[0]["id"] == "1"
+    assert _send(broker, client, type="health", id="6", check="determinism") == []
+
+
+def test_snapshot_keeps_hparam_changes_and_the_latest_health_result_per_check() -> None:
+    broker = _broker()
+    change = {"step": 3, "optimizer": 0, "group": 0, "name": "lr", "old": 0.1, "new": 0.01}
+    result = {"check": "gradients", "findings": [], "duration": 0.1}
+    broker.publish(
+        [
+            ("main", "hparam_change", 2.0, change),
+            ("main", "health_result", 2.0, {**result, "step": 3}),
+            ("main", "health_result", 2.0, {**result, "step": 5}),
+        ]
+    )
+    client = broker.connect()
+    _read(client)
+    _, snapshot = _send(broker, client, type="subscribe", id="1")
+    [run] = snapshot["runs"]
+    assert [{k: c[k] for k in change} for c in run["hparam_changes"]] == [change]
+    assert [(h["check"], h["step"]) for h in run["health"]] == [("gradients", 5)]
+
+
+def test_events_are_serialised_as_the_server_message_union_would() -> None:
+    # The broker writes each event with its model's own serializer (faster than the union's):
+    # byte for byte what SERVER_MESSAGE writes, for every event type's golden example.
+    examples = [p for p in example_files("valid", "server") if tag_of(p) in EVENT_MODELS]
+    assert {tag_of(p) for p in examples} == set(EVENT_MODELS)
+    envelope = ("v", "type", "session", "seq", "time", "run")
+    for path in examples:
+        data = load_strict(path)
+        broker = _broker()
+        client = broker.connect()
+        broker.receive(client, '{"type": "subscribe", "id": "1"}', now=0.0)
+        _read(client)
+        run = "other" if data["type"] == "run_started" else "main"
+        payload = {k: v for k, v in data.items() if k not in envelope}
+        broker.publish([(run, data["type"], data["time"], payload)])
+        [frame] = client.outbox.take(timeout=0) or []
+        prefix, suffix = b'{"type":"batch","events":[', b"]}"
+        assert frame.startswith(prefix) and frame.endswith(suffix), path.name
+        sent = frame[len(prefix) : -len(suffix)]
+        assert SERVER_MESSAGE.dump_json(SERVER_MESSAGE.validate_json(sent)) == sent, path.name

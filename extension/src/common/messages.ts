@@ -23,9 +23,15 @@ export type HostToView =
   /** A wire message of one session. */
   | { type: 'server'; source: string; message: ServerMessage }
   /** The outcome of the page's command `requestId`. */
-  | { type: 'result'; requestId: number; outcome: Outcome };
+  | { type: 'result'; requestId: number; outcome: Outcome }
+  /** The file the user picked for the page's `choosePath` `requestId` (`null`: cancelled). */
+  | { type: 'path'; requestId: number; path: string | null };
+
+/** What a session file is picked for: writing an export, or loading one into a run. */
+export type PathPurpose = 'export' | 'import';
 
 export type ViewToHost =
   | { type: 'ready' }
   | { type: 'command'; requestId: number; source: string; command: CommandBody }
-  | { type: 'savePng'; name: string; dataUrl: string };
+  | { type: 'savePng'; name: string; dataUrl: string }
+  | { type: 'choosePath'; requestId: number; purpose: PathPurpose; suggested: string };

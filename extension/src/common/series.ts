@@ -80,3 +80,36 @@ export function appendPoint(
   }
   series.rev++;
 }
+
+/** The splits in the order a chart draws them. */
+export const SPLITS: readonly Split[] = ['train', 'val', 'test'];
+
+/**
+ * The chart a series belongs to: its metric name without the split, so `loss`, `val/loss`
+ * and `test/loss` share one chart. A split's own prefix on the name is dropped too
+ * (`val/val_loss` joins `loss`), as trainers often name validation metrics that way.
+ */
+export function chartName(key: string): string {
+  const { split, metric } = parseSeriesKey(key);
+  return split !== 'train' && metric.startsWith(`${split}_`) ? metric.slice(split.length + 1) : metric;
+}
+
+/**
+ * Series keys grouped by chart (sorted by chart name), each group in split order with at
+ * most one series per split: a second one (`test/acc` and `test/test_acc`) gets a chart of
+ * its own, under its full key.
+ */
+export function chartGroups(keys: Iterable<string>): Map<string, string[]> {
+  const groups = new Map<string, string[]>();
+  for (const key of [...keys].sort()) {
+    let name = chartName(key);
+    const split = parseSeriesKey(key).split;
+    if (groups.get(name)?.some((k) => parseSeriesKey(k).split === split)) name = key;
+    const group = groups.get(name) ?? [];
+    group.push(key);
+    groups.set(name, group);
+  }
+  const rank = (key: string): number => SPLITS.indexOf(parseSeriesKey(key).split);
+  for (const group of groups.values()) group.sort((a, b) => rank(a) - rank(b));
+  return new Map([...groups].sort(([a], [b]) => a.localeCompare(b)));
+}

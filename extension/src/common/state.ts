@@ -8,9 +8,12 @@
  * per event would cost more than drawing them.
  */
 import type {
+  HealthResult,
+  HparamChange,
   LogRecord,
   RunInfo,
   RuntimeEvent,
+  ScanProgress,
   ServerMessage,
   Snapshot,
   TestResult,
@@ -28,6 +31,12 @@ export interface RunView {
   epochStarts: number[];
   runtime: RuntimeEvent | null;
   tests: TestResult[];
+  /** The latest result of each health check, by check name. */
+  health: Partial<Record<HealthResult['check'], HealthResult>>;
+  /** Hyperparameter changes in step order (chart markers). */
+  hparams: HparamChange[];
+  /** The latest progress of a full-split scan, by split. */
+  scans: Partial<Record<ScanProgress['split'], ScanProgress>>;
 }
 
 export interface LogEntry {
@@ -126,6 +135,9 @@ export function applyServerMessage(
     case 'runtime':
     case 'log':
     case 'test_result':
+    case 'health_result':
+    case 'hparam_change':
+    case 'scan_progress':
       return applyEvent(source, msg, limits);
     default:
       return unreachable(msg);
@@ -176,6 +188,15 @@ function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boo
     case 'test_result':
       pushBounded(run.tests, event, limits.maxTests);
       break;
+    case 'health_result':
+      run.health[event.check] = event;
+      break;
+    case 'hparam_change':
+      addHparamChange(run.hparams, event);
+      break;
+    case 'scan_progress':
+      run.scans[event.split] = event;
+      break;
     default:
       return unreachable(event);
   }
@@ -185,15 +206,17 @@ function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boo
 /**
  * A snapshot is the truth up to its `seq`: it replaces the info and the series it carries.
  * Runs it does not mention (finished runs of a previous connection) and what snapshots
- * never carry (runtime, test results) are kept.
+ * never carry (runtime, test results, scan progress) are kept.
  */
 function mergeSnapshot(source: SourceView, snapshot: Snapshot, limits: Limits): void {
   if (source.session !== snapshot.session) source.session = snapshot.session;
   source.lastSeq = snapshot.seq;
   for (const wire of snapshot.runs) {
-    const { series, epoch_starts, ...info } = wire;
+    const { series, epoch_starts, health, hparam_changes, ...info } = wire;
     const run = (source.runs[info.run] ??= newRun(info));
     run.info = { ...info, latest: { ...info.latest } };
+    for (const result of health) run.health[result.check] = result;
+    for (const change of hparam_changes) addHparamChange(run.hparams, change);
     for (const [key, points] of Object.entries(series)) {
       if (!points) continue;
       const next = fromWire(points);
@@ -208,8 +231,15 @@ function mergeSnapshot(source: SourceView, snapshot: Snapshot, limits: Limits): 
   source.logs = merged.slice(Math.max(0, merged.length - limits.maxLogs));
 }
 
-function newRun(info: RunInfo): RunView {
-  return { info, series: {}, epochStarts: [], runtime: null, tests: [] };
+export function newRun(info: RunInfo): RunView {
+  return { info, series: {}, epochStarts: [], runtime: null, tests: [], health: {}, hparams: [], scans: {} };
+}
+
+/** Keep changes in step order, once each (a snapshot repeats the ones already streamed). */
+function addHparamChange(list: HparamChange[], change: HparamChange): void {
+  if (list.some((c) => c.seq === change.seq)) return;
+  list.push(change);
+  list.sort((a, b) => a.step - b.step || a.seq - b.seq);
 }
 
 /** Telemetry for a run this client never saw start (it began before a skipped range). */

@@ -77,6 +77,11 @@ export class DashboardPanel extends Disposable {
       case 'savePng':
         void savePng(message.name, message.dataUrl);
         return;
+      case 'choosePath':
+        void choosePath(message.purpose, message.suggested).then((path) => {
+          this.post({ type: 'path', requestId: message.requestId, path });
+        });
+        return;
       default: {
         const unknown: never = message;
         console.warn(`OnTheFly: ignored a message from the dashboard: ${JSON.stringify(unknown)}`);
@@ -139,4 +144,25 @@ async function savePng(name: string, dataUrl: string): Promise<void> {
   });
   if (!target) return;
   await vscode.workspace.fs.writeFile(target, Buffer.from(dataUrl.slice(prefix.length), 'base64'));
+}
+
+/** A session file for an export (save dialog) or to load into a run (open dialog). */
+async function choosePath(purpose: 'export' | 'import', suggested: string): Promise<string | null> {
+  const filters = { 'OnTheFly session': ['otf'] };
+  const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
+  if (purpose === 'export') {
+    const target = await vscode.window.showSaveDialog({
+      defaultUri: folder ? vscode.Uri.joinPath(folder, suggested) : undefined,
+      filters,
+      title: 'Export Session',
+    });
+    return target?.fsPath ?? null;
+  }
+  const picked = await vscode.window.showOpenDialog({
+    defaultUri: folder,
+    filters,
+    canSelectMany: false,
+    title: 'Load Session into the paused run',
+  });
+  return picked?.[0]?.fsPath ?? null;
 }

@@ -3,13 +3,15 @@
  * happens at most once per animation frame, and charts at most five times a second, so a
  * fast stream never delays input.
  */
-import type { CommandBody, HostToView } from '../common/messages';
+import type { CommandBody, HostToView, Outcome } from '../common/messages';
 import { emptyState, pill, type DashboardState, type RunView, type SourceView } from '../common/state';
 import { h } from './dom';
 import type { ChartOptions } from './panels/metrics';
 import { historyPoints, MetricsPanel } from './panels/metrics';
 import { Controls } from './panels/controls';
 import { HealthPanel } from './panels/health';
+import { HparamsPanel } from './panels/hparams';
+import { SessionsPanel } from './panels/sessions';
 import { LEVELS, LogsPanel, type LogFilter } from './panels/logs';
 import { listRuns, pillElement, RunPicker, sameRun, type RunRef } from './panels/runPicker';
 import { RuntimePanel } from './panels/runtime';
@@ -58,8 +60,13 @@ export class App {
   private readonly metrics: MetricsPanel;
   private readonly runtime = new RuntimePanel();
   private readonly tests = new TestsPanel();
-  private readonly health = new HealthPanel();
+  private readonly health = new HealthPanel(
+    (key, check) => this.sendTo(parseRunKey(key), { type: 'health', check }),
+    () => this.schedule(),
+  );
+  private readonly hparams = new HparamsPanel((command) => this.send(command));
   private readonly logs: LogsPanel;
+  private readonly sessions: SessionsPanel;
 
   constructor(
     root: HTMLElement,
@@ -68,11 +75,15 @@ export class App {
     this.ui = restoreUi(transport.loadUiState());
     this.controls = new Controls((command) => this.send(command));
     this.metrics = new MetricsPanel({
-      history: (key) => (start, end, maxPoints) => this.history(key, start, end, maxPoints),
+      history: (key, start, end, maxPoints) => this.history(key, start, end, maxPoints),
       savePng: (name, dataUrl) => transport.savePng(name, dataUrl),
       changeOptions: (options) => this.setUi(options),
     });
     this.logs = new LogsPanel((filter) => this.setUi({ logs: filter }));
+    this.sessions = new SessionsPanel({
+      send: (command) => this.send(command),
+      choosePath: transport.choosePath?.bind(transport),
+    });
     root.replaceChildren(
       h(
         'div',
@@ -84,7 +95,8 @@ export class App {
           h('header', { class: 'run-header' }, this.title, this.pillSlot, this.step),
           this.controls.element,
           this.metrics.element,
-          h('div', { class: 'panels' }, this.runtime.element, this.tests.element, this.health.element),
+          h('div', { class: 'panels' }, this.health.element, this.hparams.element),
+          h('div', { class: 'panels' }, this.runtime.element, this.tests.element, this.sessions.element),
           this.logs.element,
         ),
       ),
@@ -135,7 +147,12 @@ export class App {
     const selected = this.selection();
     this.picker.render(listRuns(this.state), selected?.ref ?? null);
     const state = selected ? pill(selected.source, selected.run) : null;
-    this.controls.render(state);
+    const key = selected ? runKey(selected.ref) : '';
+    const live = state !== null && state !== 'disconnected' && state !== 'finished';
+    this.controls.render(state, key);
+    this.health.render(key, selected?.run ?? null, live);
+    this.hparams.render(key, selected?.run ?? null, live);
+    this.sessions.render(key, state, selected?.run.info.name ?? '', selected?.run.info.step ?? 0);
     if (selected) {
       const info = selected.run.info;
       this.title.textContent = `${info.project} / ${info.name}`;
@@ -160,16 +177,21 @@ export class App {
       return;
     }
     this.lastCharts = performance.now();
-    const key = selected ? `${selected.ref.source}\u0000${selected.ref.run}` : '';
+    const key = selected ? runKey(selected.ref) : '';
     if (this.metrics.render(key, selected?.run ?? null, this.ui)) this.schedule(true);
   }
 
-  private send(command: CommandBody) {
+  /** Send a command to the selected run. */
+  private send(command: CommandBody): Promise<Outcome> {
     const selected = this.selection();
     if (!selected) {
       return Promise.resolve({ ok: false as const, code: 'no_run', message: 'no run selected' });
     }
-    return this.transport.request(selected.ref.source, { ...command, run: selected.ref.run });
+    return this.sendTo(selected.ref, command);
+  }
+
+  private sendTo(ref: RunRef, command: CommandBody): Promise<Outcome> {
+    return this.transport.request(ref.source, { ...command, run: ref.run });
   }
 
   private async history(key: string, start: number, end: number, maxPoints: number) {
@@ -181,4 +203,14 @@ export class App {
     }
     return historyPoints(outcome.data);
   }
+}
+
+/** One string per run (session and run), for what panels keep per run. */
+export function runKey(ref: RunRef): string {
+  return `${ref.source}\u0000${ref.run}`;
+}
+
+export function parseRunKey(key: string): RunRef {
+  const cut = key.indexOf('\u0000');
+  return { source: key.slice(0, cut), run: key.slice(cut + 1) };
 }

@@ -1,34 +1,57 @@
 /**
- * One uPlot chart of one metric. What it draws: the dashboard's copy of the series (possibly
- * decimated), with, while zoomed, the server's full-resolution `history` of the visible
- * range spliced in, plus every streamed point newer than that history, so the newest point
- * is always on screen. The visible range is then min/max-decimated to about two points per
- * pixel, which keeps a million-point series fast to draw.
+ * One uPlot chart of one metric, its splits overlaid: the train series as a line (with an
+ * optional smoothed line), validation as a line with points, test results as points.
+ * What it draws of the dense (first) series: the dashboard's copy (possibly decimated),
+ * with, while zoomed, the server's full-resolution `history` of the visible range spliced
+ * in, plus every streamed point newer than that history, so the newest point is always on
+ * screen. The visible range is then min/max-decimated to about two points per pixel, which
+ * keeps a million-point series fast to draw. Markers (hyperparameter changes) are vertical
+ * lines with a tooltip.
  *
  * Zoom: drag to select, wheel to zoom around the cursor; pan: shift+drag; double-click or
  * `resetZoom()` goes back to following the whole run.
  */
 import uPlot from 'uplot';
 import { decimate, lowerBound, upperBound, type Points } from '../common/decimate';
-import type { SeriesData } from '../common/series';
+import type { SeriesData, Split } from '../common/series';
+import { align } from './align';
 import { axisFor, type AxisMap, type XAxis } from './axis';
 import { smooth, type Smoothing } from './smoothing';
 
+/** One series of a chart: a split of the chart's metric. */
+export interface ChartSeries {
+  key: string;
+  split: Split;
+  data: SeriesData;
+}
+
+/** A vertical line at a step, e.g. a hyperparameter change; `label` is its tooltip. */
+export interface Marker {
+  step: number;
+  label: string;
+}
+
 export interface ChartInput {
-  series: SeriesData;
+  /** In split order; the first one is the dense series zooming fetches the history of. */
+  series: ChartSeries[];
   epochStarts: number[];
   axis: XAxis;
   smoothing: Smoothing;
+  markers: Marker[];
 }
 
-/** Fetch the full-resolution points with `start <= step <= end`, at most `maxPoints`. */
-export type FetchHistory = (start: number, end: number, maxPoints: number) => Promise<Points | null>;
+/** Fetch the full-resolution points of series `key` with `start <= step <= end`, at most `maxPoints`. */
+export type FetchHistory = (key: string, start: number, end: number, maxPoints: number) => Promise<Points | null>;
 
 interface Detail {
+  key: string;
   lo: number;
   hi: number;
   points: Points;
 }
+
+/** uPlot series slots after x: the train line, its smoothed line, val, test. */
+const SLOTS = { train: 1, smoothed: 2, val: 3, test: 4 } as const;
 
 const HEIGHT = 220;
 const HISTORY_DELAY_MS = 150;
@@ -70,6 +93,8 @@ export class MetricChart {
   private draws = 0;
   private pan: { x: number; lo: number; hi: number } | null = null;
   private readonly resize: ResizeObserver;
+  private readonly markerLayer = document.createElement('div');
+  private markerSignature = '';
 
   constructor(
     parent: HTMLElement,
@@ -83,6 +108,8 @@ export class MetricChart {
     const color = (name: string, fallback: string): string => css.getPropertyValue(name).trim() || fallback;
     const line = color('--otf-chart-line', '#3794ff');
     const faint = color('--otf-chart-faint', 'rgba(55,148,255,0.35)');
+    const val = color('--otf-chart-val', '#d18616');
+    const test = color('--otf-chart-test', '#89d185');
     const grid = { stroke: color('--otf-grid', '#8883'), width: 1 };
     const axis = { stroke: color('--otf-fg', '#ccc'), grid, ticks: { show: false }, values: tickLabels };
     const smoothed = (): boolean => (this.input?.smoothing.kind ?? 'none') !== 'none';
@@ -95,8 +122,10 @@ export class MetricChart {
         axes: [axis, { ...axis, size: axisWidth }],
         series: [
           {},
-          { label: 'value', stroke: () => (smoothed() ? faint : line), width: 1, points: { show: false } },
+          { label: 'train', stroke: () => (smoothed() ? faint : line), width: 1, points: { show: false } },
           { label: 'smoothed', stroke: line, width: 2, points: { show: false } },
+          { label: 'val', stroke: val, width: 1.5, points: { show: true, size: 5, fill: val } },
+          { label: 'test', stroke: test, paths: () => null, points: { show: true, size: 7, fill: test } },
         ],
         cursor: {
           drag: { x: true, y: false, setScale: false },
@@ -114,13 +143,15 @@ export class MetricChart {
         },
         hooks: {
           setSelect: [(u) => this.selected(u)],
-          draw: [() => this.measureDraw()],
+          draw: [() => this.measureDraw(), () => this.placeMarkers()],
         },
       },
-      [[], [], []],
+      [[], [], [], [], []],
       this.element,
     );
     this.plot.over.addEventListener('wheel', (event) => this.wheel(event), { passive: false });
+    this.markerLayer.className = 'markers';
+    this.plot.over.append(this.markerLayer);
     this.resize = new ResizeObserver(() => {
       const width = Math.max(200, this.element.clientWidth);
       if (width !== this.plot.width) {
@@ -184,11 +215,47 @@ export class MetricChart {
 
   private redraw(): void {
     const input = this.input;
-    if (!input) return;
+    const primary = input?.series[0];
+    if (!input || !primary) return;
     this.drawStart = performance.now();
-    const points = this.composed(input.series);
+    if (this.detail && this.detail.key !== primary.key) this.detail = null;
+    const points = this.composed(primary.data);
     const last = points.steps.length ? points.steps[points.steps.length - 1] : 0;
     this.map = axisFor(input.axis, input.epochStarts, last);
+    const budget = Math.max(64, 2 * this.plot.width);
+    const view = this.visible(points, budget);
+    const tables = [view, ...input.series.slice(1).map((s) => this.visible(s.data, budget))];
+    const [steps, ...columns] = align(tables);
+    const data: (number | null | undefined)[][] = [steps.map(this.map.toX), [], [], [], []];
+    const empty = steps.map(() => undefined);
+    for (const slot of Object.values(SLOTS)) data[slot] = empty;
+    input.series.forEach((s, i) => (data[SLOTS[s.split]] = columns[i]));
+    if (primary.split === 'train' && input.smoothing.kind !== 'none') {
+      data[SLOTS.smoothed] = alignSmoothed(columns[0], smooth(view.values, input.smoothing));
+    }
+    // What is on screen, readable by tests and tools without reaching into the chart.
+    Object.assign(this.element.dataset, {
+      points: String(view.steps.length),
+      first: String(view.steps[0] ?? ''),
+      last: String(view.steps.at(-1) ?? ''),
+      detail: this.detail ? String(this.detail.points.steps.length) : '',
+      splits: input.series.map((s) => s.split).join(' '),
+    });
+    this.setMarkers(input.markers);
+    const aligned = data as uPlot.AlignedData;
+    if (this.zoom) {
+      const { lo: a, hi: b } = this.zoom;
+      this.plot.batch(() => {
+        this.plot.setData(aligned, false);
+        this.plot.setScale('x', { min: this.map.toX(a), max: this.map.toX(b) });
+      });
+    } else {
+      this.plot.setData(aligned, true);
+    }
+  }
+
+  /** The zoomed range of `points` (one neighbour beyond each edge), decimated to `budget`. */
+  private visible(points: Points, budget: number): Points {
     let lo = 0;
     let hi = points.steps.length;
     if (this.zoom) {
@@ -196,26 +263,33 @@ export class MetricChart {
       lo = Math.max(0, lowerBound(points.steps, this.zoom.lo) - 1);
       hi = Math.min(hi, upperBound(points.steps, this.zoom.hi) + 1);
     }
-    const view = decimate(points, Math.max(64, 2 * this.plot.width), lo, hi);
-    const xs = view.steps.map(this.map.toX);
-    const smoothed =
-      input.smoothing.kind === 'none' ? view.values.map(() => null) : smooth(view.values, input.smoothing);
-    const data: uPlot.AlignedData = [xs, view.values, smoothed];
-    // What is on screen, readable by tests and tools without reaching into the chart.
-    Object.assign(this.element.dataset, {
-      points: String(view.steps.length),
-      first: String(view.steps[0] ?? ''),
-      last: String(view.steps.at(-1) ?? ''),
-      detail: this.detail ? String(this.detail.points.steps.length) : '',
-    });
-    if (this.zoom) {
-      const { lo: a, hi: b } = this.zoom;
-      this.plot.batch(() => {
-        this.plot.setData(data, false);
-        this.plot.setScale('x', { min: this.map.toX(a), max: this.map.toX(b) });
-      });
-    } else {
-      this.plot.setData(data, true);
+    return decimate(points, budget, lo, hi);
+  }
+
+  private setMarkers(markers: Marker[]): void {
+    const signature = JSON.stringify(markers);
+    if (signature === this.markerSignature) return;
+    this.markerSignature = signature;
+    this.markerLayer.replaceChildren(
+      ...markers.map((m) => {
+        const el = document.createElement('div');
+        el.className = 'marker';
+        el.title = m.label;
+        el.dataset.testid = 'marker';
+        el.dataset.step = String(m.step);
+        el.setAttribute('aria-label', m.label);
+        return el;
+      }),
+    );
+  }
+
+  /** Markers follow the x scale after every draw (zoom, pan, resize, new data). */
+  private placeMarkers(): void {
+    const width = this.plot.over.clientWidth;
+    for (const el of this.markerLayer.children as HTMLCollectionOf<HTMLElement>) {
+      const left = this.plot.valToPos(this.map.toX(Number(el.dataset.step)), 'x');
+      el.hidden = !(left >= 0 && left <= width);
+      el.style.left = `${left}px`;
     }
   }
 
@@ -241,10 +315,12 @@ export class MetricChart {
       const token = ++this.fetchToken;
       const lo = Math.floor(zoom.lo);
       const hi = Math.ceil(zoom.hi);
+      const key = this.input?.series[0]?.key;
+      if (key === undefined) return;
       const maxPoints = Math.min(MAX_HISTORY_POINTS, Math.max(2, 2 * this.plot.width));
-      void this.fetchHistory(lo, hi, maxPoints).then((points) => {
+      void this.fetchHistory(key, lo, hi, maxPoints).then((points) => {
         if (token !== this.fetchToken || !points) return;
-        this.detail = { lo, hi, points };
+        this.detail = { key, lo, hi, points };
         this.redraw();
       });
     }, HISTORY_DELAY_MS);
@@ -299,4 +375,12 @@ export class MetricChart {
     // The timeline keeps every entry; observers have seen them by now, so keep it small.
     if (++this.draws % 200 === 0) performance.clearMeasures(DRAW_MEASURE);
   }
+}
+
+/** The smoothed values of the dense series' points, placed where its points are in the join. */
+function alignSmoothed(column: readonly (number | null | undefined)[], smoothed: readonly (number | null)[]): (number | null | undefined)[] {
+  const out: (number | null | undefined)[] = new Array(column.length);
+  let j = 0;
+  for (let i = 0; i < column.length; i++) out[i] = column[i] === undefined ? undefined : smoothed[j++];
+  return out;
 }

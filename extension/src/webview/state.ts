@@ -34,6 +34,7 @@ export function applyHostMessage(
       return { state, changed: applyServerMessage(source, message.message, limits) };
     }
     case 'result':
+    case 'path':
       return { state, changed: false };
     default:
       return unreachable(message);

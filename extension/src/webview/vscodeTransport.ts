@@ -1,5 +1,5 @@
 /** The page inside a VS Code webview: the extension host relays everything. */
-import type { CommandBody, HostToView, Outcome, ViewToHost } from '../common/messages';
+import type { CommandBody, HostToView, Outcome, PathPurpose, ViewToHost } from '../common/messages';
 import type { Transport } from './transport';
 
 /** What `acquireVsCodeApi()` returns. */
@@ -12,6 +12,7 @@ export interface VsCodeApi {
 export class VsCodeTransport implements Transport {
   private nextId = 1;
   private readonly waiting = new Map<number, (outcome: Outcome) => void>();
+  private readonly picking = new Map<number, (path: string | null) => void>();
 
   constructor(
     private readonly api: VsCodeApi,
@@ -24,6 +25,9 @@ export class VsCodeTransport implements Transport {
       if (message.type === 'result') {
         this.waiting.get(message.requestId)?.(message.outcome);
         this.waiting.delete(message.requestId);
+      } else if (message.type === 'path') {
+        this.picking.get(message.requestId)?.(message.path);
+        this.picking.delete(message.requestId);
       } else {
         receive(message);
       }
@@ -36,6 +40,14 @@ export class VsCodeTransport implements Transport {
     return new Promise((resolve) => {
       this.waiting.set(requestId, resolve);
       this.api.postMessage({ type: 'command', requestId, source, command });
+    });
+  }
+
+  choosePath(purpose: PathPurpose, suggested: string): Promise<string | null> {
+    const requestId = this.nextId++;
+    return new Promise((resolve) => {
+      this.picking.set(requestId, resolve);
+      this.api.postMessage({ type: 'choosePath', requestId, purpose, suggested });
     });
   }
 

@@ -5,14 +5,17 @@
  * `GET /sessions`), connects to it directly and pauses it too.
  */
 import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { openBrowser, RESULTS_DIR, shownStep, waitForStepAbove, type Browser } from '../support/browser';
-import { startTraining, tempHome, type Training } from '../support/processes';
+import { startTraining, tempHome, viewSession, type Training } from '../support/processes';
 
 const home = tempHome();
 let training: Training;
 let second: Training | undefined;
+let viewer: Training | undefined;
 let browser: Browser;
 
 before(async () => {
@@ -24,6 +27,7 @@ before(async () => {
 after(async () => {
   await browser?.close();
   await second?.kill();
+  await viewer?.kill();
   await training?.kill();
 });
 
@@ -61,9 +65,38 @@ test('Pause stops the steps; Resume starts them again', async () => {
 
 test('a command the run refuses shows its error', async () => {
   const { page } = browser;
-  // Resume is disabled while running; Extend sends a resume the running demo refuses.
-  await page.click('[data-testid=extend]');
-  await page.waitForFunction(() => /failed: .*\(invalid_state\)/.test(document.querySelector('[data-testid=ack]')?.textContent ?? ''));
+  // The demo trains with AdamW, which has no momentum: the run answers `unsupported`.
+  await page.fill('[data-hparam=momentum]', '0.9');
+  await page.click('[data-testid=hparam-apply]');
+  await page.waitForFunction(() => /set failed: .*momentum.*\(unsupported\)/.test(document.querySelector('[data-testid=hparam-ack]')?.textContent ?? ''));
+  await page.fill('[data-hparam=momentum]', '');
+});
+
+test('setting the learning rate is acknowledged and marked on the charts', async () => {
+  const { page } = browser;
+  await page.fill('[data-hparam=lr]', '0.001');
+  await page.click('[data-testid=hparam-apply]');
+  await page.waitForFunction(() => /set: ok at step \d+/.test(document.querySelector('[data-testid=hparam-ack]')?.textContent ?? ''));
+  await page.waitForSelector('[data-metric=loss] [data-testid=marker]', { state: 'attached' });
+  const label = (await page.getAttribute('[data-metric=loss] [data-testid=marker]', 'title')) ?? '';
+  assert.match(label, /lr: [\d.e-]+ -> 0\.001 \(group 0\)/);
+  assert.match((await page.textContent('[data-testid=hparam-history]')) ?? '', /lr: .* -> 0\.001/);
+  await page.fill('[data-hparam=lr]', '');
+});
+
+test('a health check runs from its button and lists its findings', async () => {
+  const { page } = browser;
+  await page.click('[data-check=gradients]');
+  const result = page.locator('[data-testid=health] .health-result[data-check=gradients]');
+  await result.waitFor({ timeout: 20_000 });
+  assert.ok((await result.locator('.finding').count()) >= 1);
+  assert.match((await result.locator('.health-head').textContent()) ?? '', /gradients.*step \d+/);
+  // Several clicks queue up and go out one at a time (the run would answer a second one `busy`).
+  await page.click('[data-check=determinism]');
+  await page.click('[data-check=activations]');
+  await page.locator('[data-testid=health] .health-result[data-check=activations]').waitFor({ timeout: 30_000 });
+  await page.locator('[data-testid=health] .health-result[data-check=determinism]').waitFor();
+  assert.doesNotMatch((await page.textContent('[data-testid=health-status]')) ?? '', /busy/);
 });
 
 test('Test adds a row to the test results', async () => {
@@ -71,6 +104,13 @@ test('Test adds a row to the test results', async () => {
   await page.click('[data-testid=test]');
   await page.waitForSelector('[data-testid=tests] tbody tr');
   assert.match((await page.locator('[data-testid=tests] tbody tr').first().textContent()) ?? '', /test_1/);
+});
+
+test('validation is drawn on the chart of its metric, next to training', async () => {
+  const { page } = browser;
+  // The first epoch ends at step 128; its validation joins the train loss chart.
+  await page.waitForFunction(() => /\bval\b/.test(document.querySelector('[data-metric=loss] .chart-plot')?.getAttribute('data-splits') ?? ''), undefined, { timeout: 20_000 });
+  assert.match((await page.textContent('[data-metric=loss] .legend')) ?? '', /train.*val/);
 });
 
 test('zooming fetches the full-resolution history of the visible range', async () => {
@@ -101,8 +141,12 @@ test('a second process shows up in the picker of the first one\'s page and can b
   const secondRun = page.locator(`[data-testid=run][title$="-${second.port})"]`);
   await secondRun.waitFor({ timeout: 15_000 });
   assert.equal(await page.locator('[data-testid=run]').count(), 2);
+  const firstAck = (await page.textContent('[data-testid=ack]')) ?? '';
+  assert.notEqual(firstAck, '', 'the first run has an acknowledgement line');
   await secondRun.click();
   await page.waitForSelector(`[data-testid=run][title$="-${second.port})"][aria-pressed=true]`);
+  // The first run's acknowledgement belongs to it: the second run has none yet.
+  assert.equal(await page.textContent('[data-testid=ack]'), '');
   await waitForStepAbove(page, 10);
   await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'running');
   await page.click('[data-testid=pause]');
@@ -124,6 +168,40 @@ test('a second process shows up in the picker of the first one\'s page and can b
   );
   assert.equal(await page.locator('[data-testid=run]').count(), 2);
   await firstRun.click();
+  // Back on the first run, its own last acknowledgement shows again.
+  await page.waitForFunction((text) => document.querySelector('[data-testid=ack]')?.textContent === text, firstAck);
+});
+
+test('at a pause: export the session, list the checkpoint ring, restore, load; view the file', async () => {
+  const { page } = browser;
+  const file = join(mkdtempSync(join(tmpdir(), 'otf-e2e-export-')), 'demo.otf');
+  await page.click('[data-testid=pause]');
+  await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'paused');
+  await page.fill('[data-testid=session-path]', file);
+  await page.click('[data-testid=session-export]');
+  await page.waitForFunction(() => /^export: \/.*demo\.otf \(.*\) at step \d+$/.test(document.querySelector('[data-testid=session-ack]')?.textContent ?? ''), undefined, { timeout: 30_000 });
+  assert.ok(existsSync(file) && statSync(file).size > 0);
+  // The pause put a snapshot in the ring; the list shows it with an enabled Restore.
+  const row = page.locator('[data-testid=checkpoints] tr[data-checkpoint]').last();
+  await row.waitFor();
+  assert.match((await row.textContent()) ?? '', /pause/);
+  await row.locator('[data-testid=restore]').click();
+  await page.waitForFunction(() => /^restore c\d+: paused/.test(document.querySelector('[data-testid=session-ack]')?.textContent ?? ''));
+  await page.click('[data-testid=session-load]');
+  await page.waitForFunction(() => /^load: paused/.test(document.querySelector('[data-testid=session-ack]')?.textContent ?? ''), undefined, { timeout: 30_000 });
+  await page.click('[data-testid=resume]');
+  await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'running');
+
+  // `onthefly view` serves the file read-only: the page finds it like any session.
+  viewer = await viewSession(home, file);
+  const viewed = page.locator(`[data-testid=run][title$="-${viewer.port})"]`);
+  await viewed.waitFor({ timeout: 15_000 });
+  await viewed.click();
+  await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'finished');
+  await page.waitForSelector('[data-metric=loss] .chart-plot[data-points]');
+  assert.ok(await page.isDisabled('[data-testid=session-export]'));
+  await page.screenshot({ path: join(RESULTS_DIR, 'browser-viewer.png'), fullPage: true });
+  await page.locator(`[data-testid=run][title$="-${training.port})"]`).click();
 });
 
 test('no console error, page error or CSP violation; a screenshot is saved', async () => {

@@ -89,7 +89,7 @@ test('a 1,000,000-point series draws in under 200 ms, zoomed or not', async (t) 
   const snapshot =
     `{"type":"snapshot","v":1,"session":"s1","seq":0,"time":1,"logs":[],"runs":[` +
     JSON.stringify({ ...runInfo('big'), step: n - 1 }).slice(0, -1) +
-    `,"epoch_starts":[0],"series":{"loss":{"decimated":false,"steps":[${steps.join(',')}],"values":[${values.join(',')}]}}}]}`;
+    `,"health":[],"hparam_changes":[],"epoch_starts":[0],"series":{"loss":{"decimated":false,"steps":[${steps.join(',')}],"values":[${values.join(',')}]}}}]}`;
   fake = await startFakeSession({
     httpRoot: DASHBOARD,
     onSubscribe: (_c, socket) => socket.send(snapshot),
@@ -135,7 +135,7 @@ test(`streaming 100 steps/s for ${STREAM_SECONDS} s keeps input under 50 ms and 
   fake = await startFakeSession({
     httpRoot: DASHBOARD,
     onSubscribe: (_c, socket) =>
-      socket.send(JSON.stringify({ type: 'snapshot', v: 1, session: 's1', seq, time: 1, logs: [], runs: [{ ...runInfo('live'), series: {}, epoch_starts: [0] }] })),
+      socket.send(JSON.stringify({ type: 'snapshot', v: 1, session: 's1', seq, time: 1, logs: [], runs: [{ ...runInfo('live'), series: {}, health: [], hparam_changes: [], epoch_starts: [0] }] })),
   });
   browser = await openBrowser();
   const { page } = browser;

@@ -26,8 +26,8 @@ export function tempHome(): string {
 }
 
 /** Start one training process with `home` as ONTHEFLY_HOME; resolves once it printed its address. */
-export function startTraining(home: string, env: Record<string, string> = {}): Promise<Training> {
-  const child = spawn('bash', ['-c', `exec ${E2E_CMD}`], {
+export function startTraining(home: string, env: Record<string, string> = {}, command = E2E_CMD): Promise<Training> {
+  const child = spawn('bash', ['-c', `exec ${command}`], {
     cwd: EXTENSION_DIR,
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -55,7 +55,7 @@ export function startTraining(home: string, env: Record<string, string> = {}): P
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       void kill();
-      reject(new Error(`no dashboard address within 60 s from \`${E2E_CMD}\`; output:\n${output}`));
+      reject(new Error(`no dashboard address within 60 s from \`${command}\`; output:\n${output}`));
     }, 60_000);
     const read = (chunk: Buffer): void => {
       output += chunk.toString();
@@ -69,7 +69,12 @@ export function startTraining(home: string, env: Record<string, string> = {}): P
     child.stderr?.on('data', read);
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`\`${E2E_CMD}\` exited with ${code} before printing its address:\n${output}`));
+      reject(new Error(`\`${command}\` exited with ${code} before printing its address:\n${output}`));
     });
   });
+}
+
+/** `onthefly view FILE`: an exported session served read-only, found like a live one. */
+export function viewSession(home: string, file: string): Promise<Training> {
+  return startTraining(home, {}, `../.venv/bin/python -m onthefly view ${JSON.stringify(file)} --port 0`);
 }

@@ -20,7 +20,7 @@ function fileFor(session: FakeSession): SessionFile {
 test('the store connects with the token in a header and keeps every run', async () => {
   fake = await startFakeSession({
     onSubscribe: (_c, socket) =>
-      socket.send(JSON.stringify({ type: 'snapshot', v: 1, session: 's1', seq: 0, time: 1, runs: [{ ...runInfo(), series: {}, epoch_starts: [] }], logs: [] })),
+      socket.send(JSON.stringify({ type: 'snapshot', v: 1, session: 's1', seq: 0, time: 1, runs: [{ ...runInfo(), series: {}, health: [], hparam_changes: [], epoch_starts: [] }], logs: [] })),
   });
   store = new RunStore({ connection: { initialDelayMs: 20 } });
   const seen: HostToView[] = [];
@@ -30,6 +30,8 @@ test('the store connects with the token in a header and keeps every run', async 
   await until(() => store?.state.sources[file.key]?.status === 'open', 5000, 'open');
   assert.equal(fake.handshakes[0].authorization, `Bearer ${fake.token}`);
   assert.equal(fake.handshakes[0].origin, undefined);
+  // Events count from the snapshot on: one sent before it arrives is rightly dropped.
+  await until(() => store?.state.sources[file.key].runs.r !== undefined, 5000, 'snapshot');
   fake.send(metricsEvent(1, 0, 0.5));
   await until(() => store?.state.sources[file.key].runs.r?.series.loss !== undefined, 5000, 'metrics');
   assert.ok(seen.some((m) => m.type === 'server' && m.message.type === 'metrics'), 'listeners get the relayed event');

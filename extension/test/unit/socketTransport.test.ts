@@ -23,7 +23,7 @@ async function fakeWithRun(session: string, token: string, run: string): Promise
     session,
     token,
     onSubscribe: (_c, socket) =>
-      socket.send(JSON.stringify({ type: 'snapshot', v: 1, session, seq: 0, time: 1, runs: [{ ...runInfo(run), series: {}, epoch_starts: [] }], logs: [] })),
+      socket.send(JSON.stringify({ type: 'snapshot', v: 1, session, seq: 0, time: 1, runs: [{ ...runInfo(run), series: {}, health: [], hparam_changes: [], epoch_starts: [] }], logs: [] })),
   });
   fakes.push(fake);
   return fake;

@@ -15,7 +15,7 @@ function snapshot(seq: number, runs: Record<string, unknown>[], logs: Record<str
 function withRun(): SourceView {
   const source = newSource('k', 'p/r');
   source.status = 'open';
-  applyServerMessage(source, snapshot(10, [{ ...runInfo(), series: { loss: { steps: [1, 2], values: [0.9, 0.8], decimated: false } }, epoch_starts: [0] }]));
+  applyServerMessage(source, snapshot(10, [{ ...runInfo(), series: { loss: { steps: [1, 2], values: [0.9, 0.8], decimated: false } }, health: [], hparam_changes: [], epoch_starts: [0] }]));
   return source;
 }
 
@@ -55,10 +55,10 @@ test('a coalesced notice moves the stream position over the skipped range', () =
 test('a later snapshot replaces what it carries and keeps runs it does not mention', () => {
   const source = withRun();
   applyServerMessage(source, msg({ type: 'test_result', v: 1, session: 's1', run: 'r', seq: 11, time: 2, label: 'test_1', step: 2, loss: 0.5, metrics: {}, duration: 0.1 }));
-  applyServerMessage(source, snapshot(20, [{ ...runInfo('other'), series: {}, epoch_starts: [] }]));
+  applyServerMessage(source, snapshot(20, [{ ...runInfo('other'), series: {}, health: [], hparam_changes: [], epoch_starts: [] }]));
   assert.ok(source.runs.r, 'the earlier run stays viewable');
   assert.equal(source.runs.r.tests.length, 1, 'snapshots carry no test results: keep them');
-  applyServerMessage(source, snapshot(30, [{ ...runInfo(), step: 7, series: { loss: { steps: [5, 7], values: [1, 2], decimated: true } }, epoch_starts: [0, 5] }]));
+  applyServerMessage(source, snapshot(30, [{ ...runInfo(), step: 7, series: { loss: { steps: [5, 7], values: [1, 2], decimated: true } }, health: [], hparam_changes: [], epoch_starts: [0, 5] }]));
   assert.deepEqual(source.runs.r.series.loss.steps, [5, 7]);
   assert.equal(source.runs.r.series.loss.decimated, true);
   assert.equal(source.runs.r.info.step, 7);
@@ -128,4 +128,24 @@ test('a handed-over state keeps runs the page saw but the host forgot', () => {
   const next = applyHostMessage(page, { type: 'state', state: { sources: {} } }).state;
   assert.ok(next.sources.old.runs.r);
   assert.equal(next.sources.old.ended, true);
+});
+
+test('health results keep the latest per check; hparam changes stay in step order, once each', () => {
+  const source = withRun();
+  const finding = { check: 'gradients', severity: 'info', summary: 'fine', details: {} };
+  const health = (seq: number, step: number) =>
+    msg({ type: 'health_result', v: 1, session: 's1', run: 'r', seq, time: 1, check: 'gradients', step, findings: [finding], duration: 0.1 });
+  const change = (seq: number, step: number) =>
+    msg({ type: 'hparam_change', v: 1, session: 's1', run: 'r', seq, time: 1, step, optimizer: 0, group: 0, name: 'lr', old: 0.1, new: 0.01 });
+  applyServerMessage(source, health(11, 5));
+  applyServerMessage(source, msg({ type: 'batch', events: [change(12, 9), health(13, 8)] }));
+  const run = source.runs.r;
+  assert.equal(run.health.gradients?.step, 8);
+  assert.deepEqual(run.hparams.map((c) => c.step), [9]);
+  // A snapshot repeats what was streamed: nothing doubles; an older change sorts first.
+  applyServerMessage(source, snapshot(20, [{ ...runInfo(), series: {}, epoch_starts: [0], health: [(health(13, 8) as unknown)], hparam_changes: [change(12, 9), change(3, 2)] }]));
+  assert.deepEqual(run.hparams.map((c) => c.seq), [3, 12]);
+  assert.equal(run.health.gradients?.seq, 13);
+  applyServerMessage(source, msg({ type: 'scan_progress', v: 1, session: 's1', run: 'r', seq: 21, time: 1, split: 'val', state: 'running', done: 10, total: 100, elapsed: 0.5 }));
+  assert.equal(run.scans.val?.done, 10);
 });

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { newSource, type DashboardState } from '../../src/common/state';
+import { newRun, newSource, type DashboardState, type RunView } from '../../src/common/state';
 import { summarize } from '../../src/host/statusBar';
 import { runInfo } from '../support/fakeSession';
 import type { RunInfo } from '../../src/protocol.gen';
 
-function run(state: string): { info: RunInfo; series: {}; epochStarts: number[]; runtime: null; tests: [] } {
-  return { info: runInfo('r', state) as unknown as RunInfo, series: {}, epochStarts: [], runtime: null, tests: [] };
+function run(state: string): RunView {
+  return newRun(runInfo('r', state) as unknown as RunInfo);
 }
 
 test('the status bar counts live runs by state, ignoring ended sessions', () => {

@@ -177,7 +177,8 @@ test('the command palette opens the dashboard, which shows the run and pauses it
 
   const dashboard = await dashboardFrame(page);
   await dashboard.waitForSelector('[data-testid=run]');
-  assert.equal(await dashboard.locator('[data-testid=run] .run-name').first().textContent(), 'synthetic');
+  // The demo (examples/demo.py) trains the run `demo/cnn`.
+  assert.equal(await dashboard.locator('[data-testid=run] .run-name').first().textContent(), 'cnn');
   await dashboard.waitForFunction(() => Number(document.querySelector('[data-testid=step]')?.getAttribute('data-step') ?? -1) > 5);
   await dashboard.waitForSelector('[data-testid=chart] .chart-plot[data-points]');
   assert.equal(await dashboard.locator('header [data-testid=pill]').textContent(), 'running');

@@ -1,12 +1,44 @@
 /**
  * Pause / Resume / Stop / Test / Extend for the selected run. Each click shows its outcome:
- * the server's acknowledgement with the step it took effect at, or its error.
+ * the server's acknowledgement with the step it took effect at, or its error — next to the
+ * run it was for (switching runs shows the other run's last outcome, not this one's).
  */
 import type { CommandBody, Outcome } from '../../common/messages';
 import type { Pill } from '../../common/state';
 import { h } from '../dom';
 
 export type Send = (command: CommandBody) => Promise<Outcome>;
+
+/** The last outcome line of each run, by run key. */
+export class AckLines {
+  private readonly lines = new Map<string, { text: string; tone: 'pending' | 'ok' | 'error' }>();
+
+  constructor(private readonly output: HTMLOutputElement) {}
+
+  private shown = '';
+
+  /** Show the line of run `key` (empty when it has none). */
+  show(key: string): void {
+    this.shown = key;
+    const line = this.lines.get(key);
+    this.output.value = line?.text ?? '';
+    this.output.className = `ack ${line?.tone ?? ''}`.trim();
+  }
+
+  set(key: string, text: string, tone: 'pending' | 'ok' | 'error'): void {
+    this.lines.set(key, { text, tone });
+    if (key === this.shown) this.show(key);
+  }
+
+  /** Send `command` for run `key`, showing it pending, then its outcome. */
+  track(key: string, label: string, outcome: Promise<Outcome>): Promise<Outcome> {
+    this.set(key, `${label}…`, 'pending');
+    return outcome.then((result) => {
+      this.set(key, describeOutcome(label, result), result.ok ? 'ok' : 'error');
+      return result;
+    });
+  }
+}
 
 /** What a reply says, e.g. `paused at step 120 (epoch 1)`. */
 export function describeOutcome(command: string, outcome: Outcome): string {
@@ -24,6 +56,8 @@ export class Controls {
   private readonly amount = h('input', { type: 'number', min: 1, value: 1, class: 'extend-amount', 'aria-label': 'Extend by' });
   private readonly unit = h('select', { 'aria-label': 'Extend unit' }, h('option', { value: 'epochs' }, 'epochs'), h('option', { value: 'steps' }, 'steps'));
   private readonly ack = h('output', { class: 'ack', 'data-testid': 'ack', 'aria-live': 'polite' });
+  private readonly acks = new AckLines(this.ack);
+  private runKey = '';
   private stopArmed: ReturnType<typeof setTimeout> | null = null;
 
   constructor(private readonly send: Send) {
@@ -51,24 +85,24 @@ export class Controls {
     );
   }
 
-  render(state: Pill | null): void {
-    const connected = state !== null && state !== 'disconnected';
-    const live = connected && state !== 'finished';
+  /** Args: `runKey` names the selected run, whose last outcome the line shows. */
+  render(state: Pill | null, runKey: string): void {
+    if (runKey !== this.runKey) {
+      this.runKey = runKey;
+      this.acks.show(runKey);
+    }
+    const live = state !== null && state !== 'disconnected' && state !== 'finished';
     this.buttons.pause.disabled = !live || state === 'paused';
     this.buttons.resume.disabled = !live || state !== 'paused';
     this.buttons.stop.disabled = !live;
     this.buttons.test.disabled = !live;
-    // A run that reached its end may still be extended while its process waits.
-    this.buttons.extend.disabled = !connected;
+    // Extending sets the run's limits from where it stands: meant for a paused run (one
+    // that reached its end holds paused), never for one that is still training.
+    this.buttons.extend.disabled = state !== 'paused';
   }
 
   private run(command: CommandBody): void {
-    this.ack.value = `${command.type}…`;
-    this.ack.className = 'ack pending';
-    void this.send(command).then((outcome) => {
-      this.ack.value = describeOutcome(command.type, outcome);
-      this.ack.className = outcome.ok ? 'ack ok' : 'ack error';
-    });
+    void this.acks.track(this.runKey, command.type, this.send(command));
   }
 
   /** Stopping cannot be undone: the first click arms, a second within 3 s stops. */
@@ -90,8 +124,7 @@ export class Controls {
   private extend(): void {
     const amount = Number(this.amount.value);
     if (!Number.isInteger(amount) || amount < 1) {
-      this.ack.value = `extend: "${this.amount.value}" is not a whole number of ${this.unit.value} >= 1`;
-      this.ack.className = 'ack error';
+      this.acks.set(this.runKey, `extend: "${this.amount.value}" is not a whole number of ${this.unit.value} >= 1`, 'error');
       return;
     }
     this.run(this.unit.value === 'steps' ? { type: 'resume', steps: amount } : { type: 'resume', epochs: amount });

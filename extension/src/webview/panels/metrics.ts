@@ -1,23 +1,27 @@
 /**
- * The metric charts of the selected run: a chooser listing every streamed series, one chart
- * per chosen series, and the shared options (x axis in steps or epochs, smoothing).
+ * The metric charts of the selected run: a chooser listing every metric, one chart per
+ * chosen metric with its splits overlaid (`loss`, `val/loss` and `test/loss` on one chart),
+ * hyperparameter changes as markers, and the shared options (x axis in steps or epochs,
+ * smoothing).
  */
 import type { Points } from '../../common/decimate';
-import { parseSeriesKey } from '../../common/series';
+import { chartGroups, parseSeriesKey } from '../../common/series';
 import type { RunView } from '../../common/state';
 import type { XAxis } from '../axis';
-import { MetricChart, type FetchHistory } from '../charts';
+import { MetricChart, type ChartSeries, type FetchHistory } from '../charts';
 import { fill, h } from '../dom';
+import { hparamMarkers } from '../markers';
 import type { Smoothing } from '../smoothing';
 
 export interface ChartOptions {
   axis: XAxis;
   smoothing: Smoothing;
+  /** Charts (metric names) the reader unticked. */
   hidden: string[];
 }
 
 export interface MetricsHooks {
-  history(key: string): FetchHistory;
+  history: FetchHistory;
   savePng(name: string, dataUrl: string): void;
   changeOptions(options: Partial<ChartOptions>): void;
 }
@@ -37,8 +41,9 @@ const FRAME_BUDGET_MS = 8;
 interface Shown {
   chart: MetricChart;
   card: HTMLElement;
-  rev: number;
-  options: string;
+  legend: HTMLElement;
+  /** The series revisions and options last drawn. */
+  drawn: string;
 }
 
 export class MetricsPanel {
@@ -96,25 +101,29 @@ export class MetricsPanel {
     this.strength.hidden = options.smoothing.kind === 'none';
     if (options.smoothing.kind === 'ema') this.strength.value = String(Math.round(options.smoothing.weight * 100));
     if (options.smoothing.kind === 'mean') this.strength.value = String(options.smoothing.window);
-    const keys = run ? Object.keys(run.series).sort() : [];
-    this.renderChooser(keys, options.hidden);
+    const groups = chartGroups(run ? Object.keys(run.series) : []);
+    const names = [...groups.keys()];
+    this.renderChooser(names, options.hidden);
     if (!run) return false;
-    const visible = keys.filter((k) => !options.hidden.includes(k));
-    for (const key of [...this.shown.keys()]) if (!visible.includes(key)) this.remove(key);
-    const optionKey = JSON.stringify([options.axis, options.smoothing, run.epochStarts.length]);
+    const visible = names.filter((k) => !options.hidden.includes(k));
+    for (const name of [...this.shown.keys()]) if (!visible.includes(name)) this.remove(name);
+    const markers = hparamMarkers(run.hparams);
+    const optionKey = JSON.stringify([options.axis, options.smoothing, run.epochStarts.length, markers]);
     const started = performance.now();
     for (let i = 0; i < visible.length; i++) {
-      const key = visible[(this.cursor + i) % visible.length];
-      const series = run.series[key];
-      const shown = this.shown.get(key) ?? this.add(key);
-      if (!series || (shown.rev === series.rev && shown.options === optionKey)) continue;
+      const name = visible[(this.cursor + i) % visible.length];
+      const keys = groups.get(name) ?? [];
+      const series: ChartSeries[] = keys.map((key) => ({ key, split: parseSeriesKey(key).split, data: run.series[key] }));
+      const shown = this.shown.get(name) ?? this.add(name);
+      const drawn = `${keys.map((k) => `${k}@${run.series[k].rev}`).join(',')}|${optionKey}`;
+      if (shown.drawn === drawn) continue;
       if (performance.now() - started > FRAME_BUDGET_MS) {
         this.cursor = (this.cursor + i) % visible.length;
         return true;
       }
-      shown.rev = series.rev;
-      shown.options = optionKey;
-      shown.chart.update({ series, epochStarts: run.epochStarts, axis: options.axis, smoothing: options.smoothing });
+      shown.drawn = drawn;
+      fill(shown.legend, ...(series.length > 1 ? series.map((s) => h('span', { class: `legend-${s.split}` }, s.split)) : []));
+      shown.chart.update({ series, epochStarts: run.epochStarts, axis: options.axis, smoothing: options.smoothing, markers });
     }
     return false;
   }
@@ -153,22 +162,22 @@ export class MetricsPanel {
   }
 
   private add(key: string): Shown {
-    const { split, metric } = parseSeriesKey(key);
-    const title = split === 'train' ? metric : `${metric} (${split})`;
+    const title = key;
+    const legend = h('span', { class: 'legend' });
     const exportButton = h('button', { class: 'small', title: 'Save this chart as PNG' }, 'PNG');
     const resetButton = h('button', { class: 'small', title: 'Show the whole run' }, 'Reset');
     const body = h('div', { class: 'chart-body' });
     const card = h(
       'figure',
       { class: 'chart', 'data-testid': 'chart', 'data-metric': key },
-      h('figcaption', {}, h('span', { class: 'chart-title' }, title), resetButton, exportButton),
+      h('figcaption', {}, h('span', { class: 'chart-title' }, title), legend, resetButton, exportButton),
       body,
     );
     this.grid.append(card);
-    const chart = new MetricChart(body, title, this.hooks.history(key));
+    const chart = new MetricChart(body, title, this.hooks.history);
     exportButton.addEventListener('click', () => this.hooks.savePng(`${key.replace(/[^\w.-]+/g, '_')}.png`, chart.png()));
     resetButton.addEventListener('click', () => chart.resetZoom());
-    const shown = { chart, card, rev: -1, options: '' };
+    const shown = { chart, card, legend, drawn: '' };
     this.shown.set(key, shown);
     return shown;
   }

@@ -1,0 +1,233 @@
+"""Per-sample loss: what capture costs a step, scan throughput, and a 1M-row export.
+
+* capture overhead: ``onthefly.Trainer`` with the per-sample tracker on vs off (everything
+  else equal), interleaved round by round, on the MLP and the ~2M-parameter CNN workloads of
+  ``test_training_overhead.py``. Target: <= 1.02.
+* scan throughput: a scan of the MLP/CNN data vs a plain evaluation loop (eval, no_grad,
+  forward + loss) over the same loader, same run. Target: ≥ 0.9.
+* export: 1,000,000 selected rows to Parquet. Target: ≤ 1 s.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import onthefly
+from onthefly.callbacks.sample_tracker import SampleTracker
+from onthefly.samples import export
+from onthefly.samples.capture import Slot, describe_loss
+from onthefly.samples.scan import run_scan
+from onthefly.samples.store import SampleView
+
+ROUNDS = 7
+WARMUP = 10
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The MLP and CNN workloads of ``test_training_overhead.py``."""
+
+    name: str
+    make_model: Any
+    features: tuple[int, ...]
+    classes: int
+    samples: int
+    batch_size: int
+    steps: int
+
+
+def _mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2))
+
+
+def _cnn() -> nn.Module:
+    """About 2.0M parameters on 3x32x32 inputs."""
+    return nn.Sequential(
+        nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(256 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, 10),
+    )  # fmt: skip
+
+
+WORKLOADS = [
+    Workload("mlp", _mlp, (32,), 2, 4096, 128, 256),
+    Workload("cnn", _cnn, (3, 32, 32), 10, 512, 32, 40),
+]
+
+
+def _loader(work: Workload, shuffle: bool = True) -> DataLoader[Any]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(work.samples, *work.features, generator=generator)
+    y = torch.randint(0, work.classes, (work.samples,), generator=generator)
+    return DataLoader(TensorDataset(x, y), batch_size=work.batch_size, shuffle=shuffle)
+
+
+class _Clock(pl.Callback):
+    """Wall seconds per step from the start of step WARMUP to the last step's end."""
+
+    def __init__(self) -> None:
+        self.start = self.end = 0.0
+        self.steps = 0
+
+    def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
+        if trainer.global_step == WARMUP:
+            self.start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        self.end = time.perf_counter()
+        self.steps = trainer.global_step - WARMUP
+
+
+def _steps(work: Workload, track: bool) -> float:
+    torch.manual_seed(0)
+    model = work.make_model()
+    clock = _Clock()
+    trainer = onthefly.Trainer(
+        project="bench", max_steps=work.steps, progress_bar=False, callbacks=[clock],
+        quiet=True, port=0, track_samples=track,
+    )  # fmt: skip
+    trainer.fit(
+        model=model,
+        optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
+        loss_fn=nn.CrossEntropyLoss(),
+        train_loader=_loader(work),
+    )
+    return (clock.end - clock.start) / clock.steps
+
+
+def _capture(work: Workload) -> dict[str, float]:
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(ROUNDS):
+        for track in (False, True):
+            times[track].append(_steps(work, track))
+    return {"off": statistics.median(times[False]), "on": statistics.median(times[True])}
+
+
+@pytest.mark.parametrize("work", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_capture_overhead(benchmark: Any, work: Workload) -> None:
+    torch.set_num_threads(1)
+    short = Workload(work.name, work.make_model, work.features, work.classes,
+                              work.samples, work.batch_size, WARMUP + 2)  # fmt: skip
+    _steps(short, True)  # warm up imports and allocator
+    medians = benchmark.pedantic(_capture, args=(work,), rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        {
+            "ms_per_step[tracking off]": medians["off"] * 1e3,
+            "ms_per_step[tracking on]": medians["on"] * 1e3,
+            "tracking_on/off": medians["on"] / medians["off"],
+            "added_us_per_step": (medians["on"] - medians["off"]) * 1e6,
+        }
+    )
+
+
+def test_training_thread_time_per_batch(benchmark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seconds the tracker's hooks and the capture take per batch, timed around the calls."""
+    torch.set_num_threads(1)
+    spent = [0.0]
+
+    def timed(original: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - start
+
+        return call
+
+    for owner, name in (
+        (SampleTracker, "on_train_batch_start"),
+        (SampleTracker, "on_train_batch_end"),
+        (Slot, "report"),
+    ):
+        monkeypatch.setattr(owner, name, timed(getattr(owner, name)))
+    work = WORKLOADS[0]
+
+    def run() -> float:
+        spent[0] = 0.0
+        _steps(work, True)
+        return spent[0] / work.steps
+
+    per_batch = benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info["us_per_batch[hooks + capture]"] = per_batch * 1e6
+    benchmark.extra_info["us_per_batch[hooks + capture], median"] = (
+        benchmark.stats.stats.median / work.steps * 1e6
+    )
+
+
+def _plain_eval(model: nn.Module, loader: DataLoader[Any]) -> float:
+    loss_fn = nn.CrossEntropyLoss()
+    model.eval()
+    start = time.perf_counter()
+    total = torch.zeros(())
+    with torch.no_grad():
+        for x, y in loader:
+            total += loss_fn(model(x), y) * len(y)
+    float(total)
+    return time.perf_counter() - start
+
+
+def _scan(model: nn.Module, loader: DataLoader[Any]) -> float:
+    spec = describe_loss(nn.CrossEntropyLoss())
+    assert spec is not None
+    start = time.perf_counter()
+    assert run_scan(model, loader, spec, split="val", step=0, epoch=0) is not None
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("work", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_scan_throughput(benchmark: Any, work: Workload) -> None:
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = work.make_model()
+    loader = _loader(work)
+    _plain_eval(model, loader), _scan(model, loader)  # warm up
+
+    def measure() -> dict[str, float]:
+        plain, scan = [], []
+        for _ in range(ROUNDS):
+            plain.append(_plain_eval(model, loader))
+            scan.append(_scan(model, loader))
+        return {"plain": statistics.median(plain), "scan": statistics.median(scan)}
+
+    times = benchmark.pedantic(measure, rounds=1, iterations=1)
+    samples = len(loader.dataset)  # type: ignore[arg-type]
+    benchmark.extra_info.update(
+        {
+            "samples_per_s[plain eval]": samples / times["plain"],
+            "samples_per_s[scan]": samples / times["scan"],
+            "scan/plain throughput": times["plain"] / times["scan"],
+        }
+    )
+
+
+def test_export_a_million_rows_to_parquet(benchmark: Any, tmp_path: Path) -> None:
+    n = 1_000_000
+    rng = np.random.default_rng(0)
+    loss = rng.random(n)
+    view = SampleView(
+        "train", "training", 0, np.arange(n), loss, np.exp(-loss), rng.random(n) * 0.1,
+        rng.random(n), np.full(n, np.nan), rng.integers(0, 10, n).astype(np.float64),
+        np.full(n, 3, dtype=np.int64),
+    )  # fmt: skip
+    path = export.target_path(tmp_path, "million", "parquet")
+
+    def run() -> None:
+        export.write(export.table(view, classes=True), path, "parquet")
+
+    benchmark.pedantic(run, rounds=3, iterations=1)
+    benchmark.extra_info["seconds[1M rows -> parquet]"] = benchmark.stats.stats.median
+    benchmark.extra_info["bytes"] = path.stat().st_size

@@ -1,0 +1,23 @@
+/** Chart markers of hyperparameter changes: one per step, its tooltip listing every change. */
+import type { HparamChange } from '../protocol.gen';
+import { formatNumber } from './dom';
+import type { Marker } from './charts';
+
+const value = (v: HparamChange['old']): string =>
+  v === null ? '?' : Array.isArray(v) ? `(${v.map((x) => formatNumber(x)).join(', ')})` : formatNumber(v);
+
+/** `lr: 0.002 -> 0.0001 (group 0)`; the optimizer is named only when there are several. */
+export function describeChange(change: HparamChange): string {
+  const optimizer = change.optimizer ? `optimizer ${change.optimizer}, ` : '';
+  return `${change.name}: ${value(change.old)} -> ${value(change.new)} (${optimizer}group ${change.group})`;
+}
+
+export function hparamMarkers(changes: readonly HparamChange[]): Marker[] {
+  const byStep = new Map<number, string[]>();
+  for (const change of changes) {
+    const lines = byStep.get(change.step) ?? [];
+    lines.push(describeChange(change));
+    byStep.set(change.step, lines);
+  }
+  return [...byStep].map(([step, lines]) => ({ step, label: `step ${step}\n${lines.join('\n')}` }));
+}

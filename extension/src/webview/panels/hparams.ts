@@ -1,0 +1,143 @@
+/**
+ * Live hyperparameters of the selected run: learning rate, weight decay, momentum and Adam's
+ * betas, for every param group or one, sent as one `set` command (applied at the next batch
+ * boundary). Empty fields stay as they are. Each change shows as a marker on the charts.
+ */
+import type { CommandBody, Outcome } from '../../common/messages';
+import type { RunView } from '../../common/state';
+import { fill, formatNumber, h } from '../dom';
+import { describeChange } from '../markers';
+import { AckLines } from './controls';
+
+export interface HparamForm {
+  lr: string;
+  weight_decay: string;
+  momentum: string;
+  beta1: string;
+  beta2: string;
+  /** `''` for every group, else the group's index. */
+  group: string;
+}
+
+type SetCommand = Extract<CommandBody, { type: 'set' }>;
+
+/**
+ * The `set` command of a filled form, or what is wrong with it.
+ *
+ * Example: `parseHparamForm({lr: '1e-4', weight_decay: '', momentum: '', beta1: '', beta2: '', group: '1'})`
+ * gives `{command: {type: 'set', lr: 0.0001, group: 1}}`.
+ */
+export function parseHparamForm(form: HparamForm): { command: SetCommand } | { error: string } {
+  const command: SetCommand = { type: 'set' };
+  const number = (name: string, text: string, ok: (v: number) => boolean, expected: string): number | string | null => {
+    if (!text.trim()) return null;
+    const value = Number(text);
+    return Number.isFinite(value) && ok(value) ? value : `${name} "${text}" is not ${expected}`;
+  };
+  const checks: [keyof SetCommand, number | string | null][] = [
+    ['lr', number('lr', form.lr, (v) => v > 0, 'a number > 0')],
+    ['weight_decay', number('weight decay', form.weight_decay, (v) => v >= 0, 'a number >= 0')],
+    ['momentum', number('momentum', form.momentum, (v) => v >= 0 && v < 1, 'in [0, 1)')],
+  ];
+  for (const [name, value] of checks) {
+    if (typeof value === 'string') return { error: value };
+    if (value !== null) (command as Record<string, unknown>)[name] = value;
+  }
+  const beta1 = number('beta1', form.beta1, (v) => v >= 0 && v < 1, 'in [0, 1)');
+  const beta2 = number('beta2', form.beta2, (v) => v >= 0 && v < 1, 'in [0, 1)');
+  if (typeof beta1 === 'string') return { error: beta1 };
+  if (typeof beta2 === 'string') return { error: beta2 };
+  if ((beta1 === null) !== (beta2 === null)) return { error: 'betas need both beta1 and beta2' };
+  if (beta1 !== null && beta2 !== null) command.betas = [beta1, beta2];
+  if (Object.keys(command).length === 1) return { error: 'nothing to set: fill lr, weight decay, momentum or betas' };
+  if (form.group !== '') command.group = Number(form.group);
+  return { command };
+}
+
+/** Param groups the run reports a learning rate for (`lr`, `lr/group1`, …): at least one. */
+export function groupCount(latest: Record<string, unknown>): number {
+  let count = 1;
+  for (const key of Object.keys(latest)) {
+    const match = /^lr\/group(\d+)$/.exec(key);
+    if (match) count = Math.max(count, Number(match[1]) + 1);
+  }
+  return count;
+}
+
+export class HparamsPanel {
+  readonly element = h('section', { class: 'panel hparams', 'aria-label': 'Hyperparameters' });
+  private readonly inputs = {
+    lr: field('lr', 'lr'),
+    weight_decay: field('weight decay', 'weight_decay'),
+    momentum: field('momentum', 'momentum'),
+    beta1: field('beta1', 'beta1'),
+    beta2: field('beta2', 'beta2'),
+  };
+  private readonly group = h('select', { 'aria-label': 'Param group', 'data-testid': 'hparam-group' });
+  private readonly apply = h('button', { 'data-testid': 'hparam-apply', title: 'Apply at the next batch boundary' }, 'Apply');
+  private readonly ack = h('output', { class: 'ack', 'data-testid': 'hparam-ack', 'aria-live': 'polite' });
+  private readonly acks = new AckLines(this.ack);
+  private readonly current = h('span', { class: 'muted' });
+  private readonly history = h('ul', { class: 'hparam-history', 'data-testid': 'hparam-history' });
+  private runKey = '';
+  private groups = -1;
+  private historySignature = '';
+
+  constructor(private readonly send: (command: CommandBody) => Promise<Outcome>) {
+    this.apply.addEventListener('click', () => this.submit());
+    const grid = h('div', { class: 'hparam-grid' });
+    for (const input of Object.values(this.inputs)) grid.append(input.label);
+    grid.append(h('label', {}, 'group', this.group));
+    this.element.append(h('h3', {}, 'Hyperparameters'), grid, h('div', { class: 'toolbar' }, this.apply, this.current, this.ack), this.history);
+  }
+
+  render(runKey: string, run: RunView | null, live: boolean): void {
+    if (runKey !== this.runKey) {
+      this.runKey = runKey;
+      this.acks.show(runKey);
+    }
+    this.apply.disabled = !live;
+    const latest = run?.info.latest ?? {};
+    const lr = latest.lr;
+    this.current.textContent = typeof lr === 'number' ? `lr now ${formatNumber(lr)}` : '';
+    const groups = groupCount(latest);
+    if (groups !== this.groups) {
+      this.groups = groups;
+      const chosen = this.group.value;
+      fill(
+        this.group,
+        h('option', { value: '' }, 'all'),
+        ...Array.from({ length: groups }, (_, g) => h('option', { value: String(g) }, String(g))),
+      );
+      this.group.value = Number(chosen) < groups ? chosen : '';
+    }
+    const changes = run?.hparams ?? [];
+    const signature = `${runKey}|${changes.length}|${changes.at(-1)?.seq ?? 0}`;
+    if (signature !== this.historySignature) {
+      this.historySignature = signature;
+      fill(this.history, ...changes.slice(-8).map((c) => h('li', {}, `step ${c.step}: ${describeChange(c)}`)));
+    }
+  }
+
+  private submit(): void {
+    const form: HparamForm = {
+      lr: this.inputs.lr.input.value,
+      weight_decay: this.inputs.weight_decay.input.value,
+      momentum: this.inputs.momentum.input.value,
+      beta1: this.inputs.beta1.input.value,
+      beta2: this.inputs.beta2.input.value,
+      group: this.group.value,
+    };
+    const parsed = parseHparamForm(form);
+    if ('error' in parsed) {
+      this.acks.set(this.runKey, `set: ${parsed.error}`, 'error');
+      return;
+    }
+    void this.acks.track(this.runKey, 'set', this.send(parsed.command));
+  }
+}
+
+function field(text: string, name: string): { label: HTMLLabelElement; input: HTMLInputElement } {
+  const input = h('input', { type: 'text', inputmode: 'decimal', placeholder: 'unchanged', 'aria-label': text, 'data-hparam': name, size: 9 });
+  return { label: h('label', {}, text, input), input };
+}

@@ -1,0 +1,282 @@
+"""The per-sample commands, answered on the training thread at a batch boundary.
+
+``scan`` runs the model (so it must run where the model is quiet); the queries read the
+store, which the training thread owns. Errors map to protocol codes: ``invalid_state`` when
+the data is not there yet (never scanned, nothing trained), ``unsupported`` when this run
+cannot do it (no loader, no loss function, a missing extra, an invalid criterion or path).
+
+While a scan runs, the training thread does not drain the inbox; the scan looks at it
+before each batch instead: a ``cancel`` stops the scan, anything else waits and is run in
+order once the scan ends.
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from torch.utils.data import DataLoader, IterableDataset
+
+from onthefly.callbacks import _sample_sources
+from onthefly.callbacks._consensus import distributed
+from onthefly.callbacks.commands import Boundary
+from onthefly.errors import ConfigurationError
+from onthefly.samples import explorer, export, queries
+from onthefly.samples.capture import describe_loss
+from onthefly.samples.scan import Progress, run_scan
+from onthefly.samples.selection import Criterion, Selection, choose
+from onthefly.samples.store import NoData, SampleView
+
+if TYPE_CHECKING:
+    from onthefly.callbacks.sample_tracker import SampleTracker
+    from onthefly.callbacks.session import RunSession
+    from onthefly.server import PendingCommand
+
+Handler = Callable[["SampleTracker", Boundary, "PendingCommand"], None]
+
+
+def _answering(handler: Handler) -> Handler:
+    """Turn the expected failures of a handler into protocol errors."""
+
+    @functools.wraps(handler)
+    def answer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+        try:
+            handler(tracker, boundary, cmd)
+        except NoData as exc:
+            cmd.fail("invalid_state", str(exc))
+        except (ConfigurationError, ValueError) as exc:
+            cmd.fail("unsupported", str(exc))
+
+    return answer
+
+
+# ---------------------------------------------------------------------------- scan
+
+
+class _Interrupts:
+    """The inbox as seen from inside a scan: ``cancel`` stops it, the rest waits."""
+
+    def __init__(self, session: RunSession, split: str) -> None:
+        self.session = session
+        self.split = split
+        self.held: list[PendingCommand] = []
+        self.cancelled = False
+
+    def check(self) -> bool:
+        server = self.session.server
+        while server is not None:
+            try:
+                cmd = server.inbox.get_nowait()
+            except queue.Empty:
+                break
+            if cmd.command.type == "cancel":
+                self.cancelled = True
+                cmd.reply(cancelled=True, split=self.split)
+            else:
+                self.held.append(cmd)
+        return self.cancelled
+
+    def replay(self, boundary: Boundary) -> None:
+        for cmd in self.held:
+            self.session.commands.dispatch(boundary, cmd)
+
+
+@_answering
+def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    trainer, session = boundary.trainer, tracker.session
+    split: str = getattr(cmd.command, "split", "train")
+    if distributed(trainer):
+        raise ConfigurationError(
+            "scans in the middle of a distributed run are not supported: every rank would have "
+            "to evaluate at the same boundary"
+        )
+    inputs = tracker.inputs()
+    loader = _sample_sources.split_loader(trainer, inputs, split)
+    if loader is None:
+        raise ConfigurationError(f"this run has no {split} loader to scan; pass it to fit()")
+    loss_fn = _sample_sources.loss_fn(trainer, inputs)
+    spec = describe_loss(loss_fn)
+    if spec is None:
+        raise ConfigurationError(
+            "a scan needs the loss function with a 'reduction' option (e.g. nn.CrossEntropyLoss); "
+            "pass loss_fn= to fit() / attach_lightning / OnTheFly"
+        )
+    session.quiesce()  # the stream shows the training steps before the scan
+
+    def progress(state: str, p: Progress) -> None:
+        session.publish(
+            "scan_progress", split=split, state=state, done=p.done, total=p.total, elapsed=p.elapsed
+        )
+
+    interrupts = _Interrupts(session, split)
+    progress("running", Progress(0, None, 0.0))
+    try:
+        result = run_scan(
+            trainer.lightning_module,
+            loader,
+            spec,
+            split=split,
+            step=int(trainer.global_step),
+            epoch=int(trainer.current_epoch),
+            embedding_fn=tracker.embedding_fn,
+            on_progress=functools.partial(progress, "running"),
+            cancelled=interrupts.check,
+        )
+        if result is None:
+            progress("cancelled", Progress(0, None, 0.0))
+            cmd.reply(split=split, cancelled=True)
+            return
+        tracker.store.scans[split] = result
+        progress("done", Progress(len(result.ids), len(result.ids), result.duration))
+        view = tracker.store.view(split, "scan")
+        cmd.reply(
+            **queries.header(view),
+            cancelled=False,
+            duration=result.duration,
+            samples_per_s=len(result.ids) / result.duration if result.duration > 0 else None,
+            **queries.summary(view),
+        )
+    finally:
+        interrupts.replay(boundary)
+
+
+def _cancel(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    # A cancel that reaches the registry found no scan running (a scan consumes its own).
+    cmd.reply(cancelled=False)
+
+
+# ---------------------------------------------------------------------------- queries
+
+
+def _view(tracker: SampleTracker, cmd: PendingCommand) -> SampleView:
+    command = cmd.command
+    tracker.sync()
+    return tracker.store.view(getattr(command, "split", "train"), getattr(command, "source", None))
+
+
+@_answering
+def _histogram(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    command: Any = cmd.command
+    view = _view(tracker, cmd)
+    cmd.reply(**queries.histogram(view, command.bins, command.min, command.max))
+
+
+@_answering
+def _quantiles(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    command: Any = cmd.command
+    cmd.reply(**queries.quantiles(_view(tracker, cmd), command.q))
+
+
+def criterion_of(command: Any) -> Criterion:
+    """The selection criterion a ``select`` command asks for (it holds exactly one)."""
+    if command.top is not None:
+        return Criterion("top", k=command.top)
+    if command.quantile is not None:
+        return Criterion("quantile", q=command.quantile)
+    if command.region is not None:
+        return Criterion("region", region=command.region, fraction=command.fraction)
+    if command.clusters is not None:
+        return Criterion("cluster", k=command.clusters, cluster=command.cluster)
+    return Criterion("range", loss_min=command.loss_min, loss_max=command.loss_max)
+
+
+@_answering
+def _select(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    command: Any = cmd.command
+    view = _view(tracker, cmd)
+    criterion = criterion_of(command)
+    rows, extra = choose(view, criterion)
+    chosen = view.take(rows)
+    selection = Selection(
+        name=command.name or criterion.default_name(),
+        split=view.split,
+        source=view.source,
+        step=view.step,
+        criterion=criterion.describe(),
+        ids=chosen.ids,
+    )
+    tracker.selections.add(selection)
+    preview = queries.page(chosen, 0, 20, "loss", True)
+    cmd.reply(**{**queries.summary(chosen), **selection.summary()}, **extra, preview=preview)
+
+
+def _selections(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    cmd.reply(selections=tracker.selections.summaries())
+
+
+def _selection_view(tracker: SampleTracker, name: str) -> tuple[Selection, SampleView]:
+    selection = tracker.selections.get(name)
+    tracker.sync()
+    view = tracker.store.view(selection.split, selection.source)  # type: ignore[arg-type]
+    return selection, view.take(view.positions(selection.ids))
+
+
+@_answering
+def _selection_rows(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    command: Any = cmd.command
+    selection, view = _selection_view(tracker, command.name)
+    rows = queries.page(view, command.offset, command.limit, command.sort, command.descending)
+    cmd.reply(name=selection.name, total=len(view), offset=command.offset, rows=rows)
+
+
+@_answering
+def _export_selection(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    command: Any = cmd.command
+    path = export.target_path(command.directory, command.file or command.name, command.format)
+    selection, view = _selection_view(tracker, command.name)
+    loader = _sample_sources.split_loader(boundary.trainer, tracker.inputs(), selection.split)
+    dataset = loader.dataset if isinstance(loader, DataLoader) else None
+    if isinstance(dataset, IterableDataset):
+        dataset = None
+    table = export.table(view, dataset, classes=bool(np.isfinite(view.correct).any()))
+    size = export.write(table, path, command.format)
+    cmd.reply(
+        name=selection.name, path=str(path), rows=table.num_rows, format=command.format, bytes=size
+    )
+
+
+@_answering
+def _data_map(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    command: Any = cmd.command
+    tracker.sync()
+    view = tracker.store.view(command.split, "training")
+    cmd.reply(**queries.data_map(view, command.max_points))
+
+
+@_answering
+def _explorer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    command: Any = cmd.command
+    view = tracker.store.view(command.split, "scan")
+    projection = explorer.project(view, command.method, command.max_points)
+    cmd.reply(
+        **queries.header(view),
+        method=projection.method,
+        total=projection.total,
+        index=projection.ids.tolist(),
+        x=queries.floats(projection.x),
+        y=queries.floats(projection.y),
+        loss=queries.floats(projection.loss),
+    )
+
+
+HANDLERS: dict[str, Handler] = {
+    "scan": _scan,
+    "cancel": _cancel,
+    "histogram": _histogram,
+    "quantiles": _quantiles,
+    "select": _select,
+    "selections": _selections,
+    "selection_rows": _selection_rows,
+    "export_selection": _export_selection,
+    "data_map": _data_map,
+    "explorer": _explorer,
+}
+
+
+def register_commands(session: RunSession, tracker: SampleTracker) -> None:
+    """Register every per-sample command of ``tracker`` on ``session``."""
+    for kind, handler in HANDLERS.items():
+        session.commands.register(kind, functools.partial(handler, tracker))

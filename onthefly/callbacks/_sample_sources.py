@@ -1,0 +1,64 @@
+"""Where the per-sample features find the run's model, loss function and loaders.
+
+The native trainer holds them itself (``model``, ``loss_fn``, ``train_loader``, …). Under
+Lightning they come from what the user gave ``attach_lightning`` / ``OnTheFly``
+(:class:`~onthefly.callbacks.onthefly.RunInputs`), else from the trainer, the datamodule or
+the module's ``*_dataloader()`` methods. A split with several loaders uses the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from lightning.pytorch.utilities.model_helpers import is_overridden
+
+from onthefly.callbacks._driver import is_lightning
+
+_INPUT_NAMES = {"train": "train_loader", "val": "val_loader", "test": "test_loader"}
+_LIGHTNING_NAMES = {"train": "train_dataloader", "val": "val_dataloaders", "test": None}
+_HOOKS = {"train": "train_dataloader", "val": "val_dataloader", "test": "test_dataloader"}
+
+
+def loss_fn(trainer: Any, inputs: Any) -> Any:
+    """The run's loss function, or ``None``."""
+    if is_lightning(trainer):
+        return getattr(inputs, "loss_fn", None)
+    return getattr(trainer, "loss_fn", None)
+
+
+def split_loader(trainer: Any, inputs: Any, split: str) -> Iterable[Any] | None:
+    """The loader of ``split`` (``"train"``, ``"val"`` or ``"test"``), or ``None``."""
+    if not is_lightning(trainer):
+        loader: Iterable[Any] | None = getattr(trainer, _INPUT_NAMES[split], None)
+        return loader  # any iterable of batches, as the native trainer takes it
+    given = first_loader(getattr(inputs, _INPUT_NAMES[split], None))
+    if given is not None:
+        return given
+    attribute = _LIGHTNING_NAMES[split]
+    if attribute is not None:
+        try:
+            found = first_loader(getattr(trainer, attribute, None))
+        except (AttributeError, RuntimeError):  # not set up yet
+            found = None
+        if found is not None:
+            return found
+    hook = _HOOKS[split]
+    for owner in (
+        getattr(inputs, "datamodule", None),
+        trainer.datamodule,
+        trainer.lightning_module,
+    ):
+        if owner is not None and is_overridden(hook, owner):
+            return first_loader(getattr(owner, hook)())
+    return None
+
+
+def first_loader(loaders: Any) -> Any:
+    """The first loader of Lightning's collections of loaders (dict, list, tuple)."""
+    if isinstance(loaders, Mapping):
+        return first_loader(next(iter(loaders.values()), None))
+    listed = isinstance(loaders, Sequence) and not isinstance(loaders, (str, bytes))
+    if listed and loaders and all(hasattr(item, "__iter__") for item in loaders):
+        return first_loader(loaders[0])
+    return loaders

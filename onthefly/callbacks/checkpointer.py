@@ -1,0 +1,305 @@
+"""Checkpointer: export a session to a file, resume from one, and keep the checkpoint ring.
+
+Commands (all run on the training thread at a batch boundary):
+
+* ``export`` (path): write the whole session (weights, optimizers, schedulers, scaler, RNG,
+  data position, callback states, history and the session folder's files) to a ``.otf``.
+* ``snapshot``: add a snapshot to the checkpoint ring now; ``checkpoints`` lists the ring.
+* ``restore`` (id) and ``import`` (path), at a pause: load the model, optimizer, scheduler
+  and grad scaler state of a ring entry or a session file into the live run. The step and
+  epoch counters, the data position, the RNG and the callback states are left as they are:
+  the run goes on from where it is paused, with the loaded weights.
+
+The ring also takes a snapshot whenever the run pauses or starts a test. With
+``resume_from`` the run starts where the file left off (see :mod:`onthefly.sessions.resume`),
+and the dashboard shows the file's history before the new steps.
+
+To keep batch positions right, this part must come before :class:`PauseGate` in
+``OnTheFly.parts``: it counts the batch before the gate runs commands at that batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lightning.pytorch import Callback
+
+from onthefly.callbacks._driver import is_lightning
+from onthefly.callbacks.commands import Boundary
+from onthefly.callbacks.session import RunSession
+from onthefly.errors import SessionFileError
+from onthefly.protocol import Snapshot
+from onthefly.sessions import loaders, payload, resume, rng, training_state
+from onthefly.sessions.archive import SessionArchive
+from onthefly.sessions.manifest import Reason
+from onthefly.sessions.ring import CheckpointRing, Entry
+from onthefly.sessions.writer import export_path
+
+if TYPE_CHECKING:
+    from onthefly.server import PendingCommand
+
+log = logging.getLogger(__name__)
+
+RING_FOLDER = "checkpoints"
+_SNAPSHOT_ON = {"paused": "pause", "testing": "test"}
+
+
+class Checkpointer(Callback):
+    """Session files and the checkpoint ring of one run.
+
+    Args:
+        session: the run's shared session (its commands are registered on it).
+        resume_from: a session file to continue from (Lightning; the native trainer takes
+            ``fit(resume_from=...)``).
+        checkpoints: snapshots kept in the ring (``0``: none, and no snapshot on pause).
+        checkpoint_bytes: most disk space the ring may use.
+
+    Example:
+        >>> from onthefly.callbacks.session import RunSession
+        >>> checkpointer = Checkpointer(RunSession("demo"))  # usually created by ``OnTheFly``
+    """
+
+    def __init__(
+        self,
+        session: RunSession,
+        resume_from: str | os.PathLike[str] | None = None,
+        checkpoints: int = 3,
+        checkpoint_bytes: int = 2 << 30,
+    ) -> None:
+        self.session = session
+        self.resume_from = resume_from
+        self.ring = CheckpointRing(Path(RING_FOLDER), checkpoints, checkpoint_bytes)
+        self._trainer: Any = None
+        self._trained = 0
+        self._fit_start_rng: rng.RngState | None = None
+        self._saved: resume.SavedState | None = None
+        for kind, handler in (
+            ("export", self._on_export),
+            ("import", self._on_import),
+            ("checkpoints", self._on_checkpoints),
+            ("restore", self._on_restore),
+            ("snapshot", self._on_snapshot),
+        ):
+            session.commands.register(kind, handler)
+        session.listen("status", self._on_status)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage != "fit":
+            return
+        self._trainer = trainer
+        workdir = self.session.workdir
+        # Also on exits that skip teardown; RunSession.close removes it in the normal case.
+        weakref.finalize(self, shutil.rmtree, str(workdir), True)
+        self.ring.folder = workdir / RING_FOLDER
+        path = self.resume_from or getattr(trainer, "resume_from", None)
+        if path is None:
+            return
+        if is_lightning(trainer):
+            self._saved = resume.read(path)
+            resume.prepare_lightning(trainer, self._saved)
+        elif getattr(trainer, "resume_from", None) is None:
+            resume.resume_native(trainer, path)
+        self._load_history(Path(path), workdir)
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        # Lightning creates the first epoch's iterator before on_train_start.
+        self._fit_start_rng = rng.capture()
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        loaders.track(trainer, self._fit_start_rng)
+        if self._saved is not None:
+            resume.arm_lightning(trainer, self._saved)
+            self._saved = None
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        loaders.track(trainer, self._fit_start_rng)  # Lightning may have reloaded the loaders
+        self._trained = 0
+
+    def on_train_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self._trained = batch_idx
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self._trained = batch_idx + 1
+
+    # ------------------------------------------------------------------ public API
+
+    def export(self, trainer: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Write the session to ``path`` now (call at a batch boundary, e.g. from a callback).
+
+        Args:
+            trainer: the trainer driving the run.
+            path: the file; ``.otf`` is appended when missing.
+
+        Returns:
+            ``{"path", "size", "step", "epoch"}`` of the written file.
+
+        Raises:
+            SessionFileError: an invalid path, or the file could not be written (the run is
+                unaffected and an earlier file of that name is untouched).
+        """
+        target = export_path(path)
+        self.session.quiesce()  # buffered telemetry first, so the history is complete
+        size = payload.write(self._payload(trainer, "export", history=True), target)
+        log.info("session exported to %s (%d bytes)", target, size)
+        return {
+            "path": str(target),
+            "size": size,
+            "step": int(trainer.global_step),
+            "epoch": int(trainer.current_epoch),
+        }
+
+    def snapshot(self, trainer: Any, reason: Reason) -> Entry | None:
+        """Add a snapshot to the ring (e.g. before a fork or a merge).
+
+        Returns:
+            The ring entry, or ``None`` when the ring keeps nothing or it was too large.
+        """
+        self.ring.folder = self.session.workdir / RING_FOLDER
+        return self.ring.add(
+            int(trainer.global_step),
+            int(trainer.current_epoch),
+            reason,
+            lambda path: payload.write(self._payload(trainer, reason, history=False), path),
+        )
+
+    # ------------------------------------------------------------------ internals
+
+    def _payload(self, trainer: Any, reason: Reason, history: bool) -> payload.Payload:
+        model_state, rest = training_state.capture(trainer)
+        trained = self._trained_batches(trainer)
+        positions = loaders.positions(trainer, trained)
+        server = self.session.server
+        run = server.main_run if server is not None else (self.session.run_name or "run")
+        manifest = payload.new_manifest(
+            trainer,
+            project=self.session.project,
+            run=run,
+            run_name=self.session.run_name or run,
+            driver="lightning" if is_lightning(trainer) else "native",
+            batch_in_epoch=trained,
+            reason=reason,
+            config=training_state.config(trainer),
+        )
+        saved_history = None
+        if history and server is not None:
+            saved_history = server.history_snapshot().model_dump(mode="json")
+        return payload.Payload(
+            manifest=manifest,
+            tensors={
+                payload.MODEL: model_state,
+                payload.TRAINER: rest,
+                payload.RNG: {"ranks": [rng.capture()]},
+                payload.DATA: {"loaders": [p.to_state() for p in positions]},
+            },
+            history=saved_history,
+            folder=self.session.workdir if history else None,
+            skip=frozenset({RING_FOLDER}),
+        )
+
+    def _trained_batches(self, trainer: Any) -> int:
+        """Batches of the current epoch trained on so far."""
+        if is_lightning(trainer):
+            # Lightning counts them itself (processed: the step ran), whichever callback asks.
+            return int(trainer.fit_loop.epoch_loop.batch_progress.current.processed)
+        return self._trained
+
+    def _load_history(self, path: Path, workdir: Path) -> None:
+        with SessionArchive(path) as archive:
+            archive.extract(payload.FILES, workdir)
+            if payload.HISTORY not in archive.names() or self.session.server is None:
+                return
+            saved = Snapshot.model_validate(archive.read_json(payload.HISTORY))
+        server = self.session.server
+        # The file's main run becomes this run's past: same charts, continued.
+        runs = list(saved.runs)
+        main = next((i for i, r in enumerate(runs) if r.parent is None), None)
+        if main is not None:
+            runs[main] = runs[main].model_copy(update={"run": server.main_run, "state": "running"})
+        server.preload(saved.model_copy(update={"runs": runs}))
+
+    def _on_status(self, event: dict[str, Any]) -> None:
+        reason = _SNAPSHOT_ON.get(event.get("state", ""))
+        if reason is None or self._trainer is None or self.ring.capacity == 0:
+            return
+        try:
+            self.snapshot(self._trainer, reason)  # type: ignore[arg-type]
+        except (SessionFileError, OSError, RuntimeError) as exc:
+            log.warning("the checkpoint ring could not take a %s snapshot: %s", reason, exc)
+
+    def _on_export(self, boundary: Boundary, cmd: PendingCommand) -> None:
+        try:
+            result = self.export(boundary.trainer, cmd.command.path)  # type: ignore[union-attr]
+        except SessionFileError as exc:
+            cmd.fail("file_error", str(exc))
+            return
+        cmd.reply(**result)
+
+    def _on_import(self, boundary: Boundary, cmd: PendingCommand) -> None:
+        path = cmd.command.path  # type: ignore[union-attr]
+        self._load_into(boundary, cmd, Path(path).expanduser(), f"session file {path}")
+
+    def _on_restore(self, boundary: Boundary, cmd: PendingCommand) -> None:
+        entry_id = cmd.command.checkpoint  # type: ignore[union-attr]
+        path = self.ring.path(entry_id)
+        if path is None:
+            known = ", ".join(e.id for e in self.ring.entries()) or "none"
+            cmd.fail("invalid_state", f"no checkpoint {entry_id!r}; expected one of: {known}")
+            return
+        self._load_into(boundary, cmd, path, f"checkpoint {entry_id}")
+
+    def _load_into(self, boundary: Boundary, cmd: PendingCommand, path: Path, what: str) -> None:
+        trainer = boundary.trainer
+        if self.session.state != "paused":
+            cmd.fail("invalid_state", f"loading a {what} needs a paused run; pause first")
+            return
+        try:
+            saved = resume.read(path)
+            training_state.load_learned(trainer, saved.model, saved.rest, str(path))
+        except SessionFileError as exc:
+            cmd.fail("file_error", str(exc))
+            return
+        log.warning(
+            "loaded the model, optimizer, scheduler and scaler state of %s (step %d) at step %d",
+            what,
+            saved.manifest.step,
+            trainer.global_step,
+        )
+        cmd.reply(
+            **self.session.position(trainer),
+            loaded=what,
+            loaded_step=saved.manifest.step,
+            loaded_epoch=saved.manifest.epoch,
+        )
+
+    def _on_checkpoints(self, boundary: Boundary, cmd: PendingCommand) -> None:
+        cmd.reply(
+            checkpoints=[entry.to_json() for entry in self.ring.entries()],
+            capacity=self.ring.capacity,
+            max_bytes=self.ring.max_bytes,
+        )
+
+    def _on_snapshot(self, boundary: Boundary, cmd: PendingCommand) -> None:
+        try:
+            entry = self.snapshot(boundary.trainer, "request")
+        except SessionFileError as exc:
+            cmd.fail("file_error", str(exc))
+            return
+        if entry is None:
+            cmd.fail(
+                "unsupported",
+                "the checkpoint ring keeps nothing (checkpoints=0) or the snapshot is larger "
+                "than checkpoint_bytes",
+            )
+            return
+        cmd.reply(**entry.to_json())

@@ -1,0 +1,239 @@
+"""SampleTracker: every training sample's loss, attributed to its dataset index, for free.
+
+During ``fit`` it records the per-sample losses that the training step's own loss call
+yields (see :mod:`onthefly.samples.capture`; a step may also return ``per_sample_loss``),
+pairs them with the samples' dataset indices (:mod:`onthefly.samples.attribution`), and
+folds them into the run's per-sample store and Parquet history — the values travel to the
+host in batches, never with a host sync per step. It also answers the per-sample commands
+(``scan``, ``histogram``, ``select``, …; see ``docs/per-sample.md``).
+
+Per training batch it costs a few microseconds of bookkeeping plus one evaluation of the
+loss function alone with ``reduction="none"``; it never runs the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback
+from torch import nn
+
+from onthefly.callbacks import _sample_sources
+from onthefly.callbacks._driver import is_lightning
+from onthefly.callbacks._sample_commands import register_commands
+from onthefly.callbacks.session import RunSession
+from onthefly.native.step import batch_size
+from onthefly.samples.attribution import Counter, Ids, SamplerTaps, ids_from_batch
+from onthefly.samples.buffer import Chunk, SampleBuffer
+from onthefly.samples.capture import LossSpec, LossTap, SampleValues, Slot, arm, describe_loss
+from onthefly.samples.history import HistoryWriter
+from onthefly.samples.scan import EmbeddingFn
+from onthefly.samples.selection import Selections
+from onthefly.samples.store import SampleStore
+
+log = logging.getLogger(__name__)
+
+PER_SAMPLE_KEY = "per_sample_loss"
+"""A training step's output key for per-sample losses it computed itself (``Tensor[B]``)."""
+
+
+class SampleTracker(Callback):
+    """Records per-sample training losses and answers the per-sample commands.
+
+    Args:
+        session: the run's shared session.
+        inputs: returns what the user gave besides the trainer (loss function, loaders).
+        embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding used by
+            scans for clustering and the data explorer; ``None`` uses small model outputs.
+        flush_every_steps: copy buffered values to the host every this many batches …
+        flush_every_s: … or this many seconds, whichever comes first.
+
+    Example:
+        >>> from onthefly.callbacks.session import RunSession
+        >>> tracker = SampleTracker(RunSession("demo"))  # usually created by ``OnTheFly``
+    """
+
+    def __init__(
+        self,
+        session: RunSession,
+        inputs: Callable[[], Any] = lambda: None,
+        embedding_fn: EmbeddingFn | None = None,
+        flush_every_steps: int = 64,
+        flush_every_s: float = 0.5,
+    ) -> None:
+        self.session = session
+        self.inputs = inputs
+        self.embedding_fn = embedding_fn
+        self.store = SampleStore()
+        self.selections = Selections()
+        self._buffer = SampleBuffer(self._receive, flush_every_steps, flush_every_s)
+        self._taps = SamplerTaps()
+        self._indexed = False
+        self._counter = Counter()
+        self._loss_tap: LossTap | None = None
+        self._history: HistoryWriter | None = None
+        self._unwrap_source: Callable[[], None] | None = None
+        self._slot: Slot | None = None
+        self._ids: Ids | None = None
+        self._warned = False
+        self._specs: dict[int, LossSpec | None] = {}  # loss descriptions, made once
+        session.on_quiet(self.flush)
+        register_commands(session, self)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage == "fit" and self.session.active:
+            self._start(trainer)
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        self.flush()
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage == "fit":
+            self._stop()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._stop()
+
+    # ------------------------------------------------------------------ training
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self._counter = Counter()
+
+    def on_train_batch_start(
+        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self._history is None:  # not tracking (other ranks, or the session is off)
+            return
+        ids = self._batch_ids(batch)
+        self._ids = ids
+        self._slot = None if ids is None else Slot(len(ids), specs=self._specs)
+        arm(self._slot)
+
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        slot, ids = self._slot, self._ids
+        if slot is None or ids is None:
+            return
+        arm(None)
+        self._slot = self._ids = None
+        values = _returned_values(outputs, slot.n) or slot.values
+        if values is None:
+            self._warn_once()
+            return
+        self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), ids, values)
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._buffer.flush()
+
+    # ------------------------------------------------------------------ public
+
+    def flush(self) -> None:
+        """Bring every recorded value into the store and the history files now."""
+        self._buffer.flush()
+        if self._history is not None:
+            self._history.flush()
+
+    def sync(self) -> None:
+        """Bring every recorded value into the store now (queries read it right after)."""
+        self._buffer.flush()
+        if self._history is not None:
+            self._history.sync()
+
+    def indices(self, name: str) -> list[int]:
+        """The dataset indices of the selection ``name``, highest loss first.
+
+        Raises:
+            ConfigurationError: there is no selection of that name.
+        """
+        return self.selections.indices(name)
+
+    def state_dict(self) -> dict[str, Any]:
+        self.sync()
+        return {"store": self.store.state_dict(), "selections": self.selections.state_dict()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.store.load_state_dict(state_dict.get("store", {}))
+        self.selections.load_state_dict(state_dict.get("selections", {}))
+
+    # ------------------------------------------------------------------ helpers
+
+    def _start(self, trainer: Any) -> None:
+        # The store is updated on the writer's thread too: the training thread only queues.
+        folder = self.session.workdir / "samples" / "history"
+        self._history = HistoryWriter(folder, fold=self.store.training.update)
+        loss_fn = _sample_sources.loss_fn(trainer, self.inputs())
+        if isinstance(loss_fn, nn.Module) and describe_loss(loss_fn) is not None:
+            self._loss_tap = LossTap(loss_fn)
+        if is_lightning(trainer):
+            self._unwrap_source = self._wrap_lightning_source(trainer)
+        else:
+            self._indexed = self._taps.install(getattr(trainer, "train_loader", None))
+
+    def _wrap_lightning_source(self, trainer: Any) -> Callable[[], None] | None:
+        # Lightning creates the training iterator (and prefetches) before any callback hook
+        # sees the loader, so the sampler is instrumented as Lightning requests the loader.
+        source = getattr(getattr(trainer, "fit_loop", None), "_data_source", None)
+        if source is None or not callable(getattr(source, "dataloader", None)):
+            log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
+            return None
+        request = source.dataloader
+
+        def dataloader() -> Any:
+            loaders = request()
+            self._indexed = self._taps.install(_sample_sources.first_loader(loaders))
+            return loaders
+
+        source.dataloader = dataloader
+        return lambda: vars(source).pop("dataloader", None)
+
+    def _stop(self) -> None:
+        arm(None)
+        self._slot = self._ids = None
+        self._buffer.flush()
+        self._taps.remove()
+        self._indexed = False
+        if self._unwrap_source is not None:
+            self._unwrap_source()
+            self._unwrap_source = None
+        if self._loss_tap is not None:
+            self._loss_tap.remove()
+            self._loss_tap = None
+        if self._history is not None:
+            self._history.close()
+            self._history = None
+
+    def _batch_ids(self, batch: Any) -> Ids | None:
+        if self._indexed:
+            item = self._taps.pop()
+            return [item] if isinstance(item, int) else item
+        n = batch_size(batch)
+        keyed = ids_from_batch(batch, n)
+        return keyed if keyed is not None else self._counter.take(n)
+
+    def _receive(self, chunk: Chunk) -> None:
+        if self._history is not None:
+            self._history.add(chunk)
+        else:  # after fit (a flush from state_dict): fold in place
+            self.store.training.update(chunk)
+
+    def _warn_once(self) -> None:
+        if not self._warned:
+            self._warned = True
+            log.info(
+                "OnTheFly records no per-sample loss: give a loss function with a 'reduction' "
+                "option (loss_fn=) or return %r (a Tensor[batch]) from the training step",
+                PER_SAMPLE_KEY,
+            )
+
+
+def _returned_values(outputs: Any, n: int) -> SampleValues | None:
+    value = outputs.get(PER_SAMPLE_KEY) if isinstance(outputs, Mapping) else None
+    if isinstance(value, torch.Tensor) and value.numel() == n:
+        return SampleValues(value.detach().reshape(n).float())
+    return None

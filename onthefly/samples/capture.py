@@ -1,0 +1,351 @@
+"""Per-sample losses as a by-product of the training step's own loss call.
+
+The training loss itself is never touched: the user's loss function computes it as always, so
+training is the same bit for bit. (Reducing ``reduction="none"`` values by hand is *not*
+bit-identical: PyTorch's fused reductions sum in a different order.) Alongside that call, on
+the same detached predictions and targets, the loss function is evaluated once more with
+``reduction="none"`` under ``no_grad`` — the loss function only, never the model.
+
+Each sample's loss is what the user's loss would give on a batch holding that sample alone:
+
+* per-element losses (tokens, pixels, outputs) are reduced over the non-batch dimensions the
+  way the user's ``reduction`` does: ``"sum"`` sums them, ``"mean"`` averages them;
+* for class-index losses (``CrossEntropyLoss``, ``NLLLoss``) the mean is weighted as PyTorch
+  weights it — divided by the sum of the class weights of the sample's targets — and targets
+  equal to ``ignore_index`` are left out; a sample whose targets are all ignored gets ``NaN``
+  (and is skipped by the store);
+* flattened token batches (``logits[B*T, C]``, ``targets[B*T]``) are folded back to ``B`` samples.
+
+Where the values come from: :class:`LossTap` wraps a loss *module*'s ``forward`` for the
+duration of ``fit`` (both drivers); the native trainer's default step calls :func:`observe`
+for plain loss functions; a step may also return ``per_sample_loss`` itself. All three report
+to the :class:`Slot` armed for the current training batch, which keeps the first value.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+_CLASS_INDEX_FUNCTIONS = (F.cross_entropy, F.nll_loss)
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """How a loss function reduces, and how to get its unreduced values.
+
+    Attributes:
+        unreduced: ``fn(preds, target) -> Tensor`` with ``reduction="none"``.
+        reduction: the user's reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        class_index: a class-index loss (cross-entropy / NLL) with weights and ``ignore_index``.
+        weight: reads the class weights at call time (``None`` when unweighted).
+        ignore_index: the target value that is left out (class-index losses only).
+    """
+
+    unreduced: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    reduction: str
+    class_index: bool = False
+    weight: Callable[[], torch.Tensor | None] = lambda: None
+    ignore_index: int | None = None
+
+
+@dataclass(frozen=True)
+class SampleValues:
+    """One training batch's per-sample values, still on the device.
+
+    With one class target per sample, the few operations that remain are left to the host
+    (``host_values``), so that each training step launches as few kernels as possible.
+
+    Attributes:
+        loss: ``[B]``; ``NaN`` for a sample without a valid target.
+        correct: ``[B]``, the fraction of the sample's targets predicted right (class-index
+            losses with several targets per sample), else ``None``.
+        label: ``[B]`` the class target of each sample (one target per sample), else ``None``.
+        predicted: ``[B]`` the predicted class (one target per sample), else ``None``.
+        ignore: a sample whose ``label`` equals this has no valid target.
+    """
+
+    loss: torch.Tensor
+    correct: torch.Tensor | None = None
+    label: torch.Tensor | None = None
+    predicted: torch.Tensor | None = None
+    ignore: int | None = None
+
+
+def host_values(
+    loss: np.ndarray, label: np.ndarray, predicted: np.ndarray, ignore: int | None
+) -> np.ndarray:
+    """Finish one-target values on the host: ``NaN`` losses for ignored targets (in place),
+    and the correctness from the predicted classes (``NaN`` where unknown)."""
+    known = np.isfinite(label) & (predicted >= 0)
+    if ignore is not None:
+        ignored = label == ignore
+        loss[ignored] = np.nan
+        known &= ~ignored
+    return np.where(known, (predicted == label).astype(np.float32), np.float32(np.nan))
+
+
+def describe_loss(loss_fn: Any) -> LossSpec | None:
+    """How ``loss_fn`` reduces; ``None`` when it offers no ``reduction="none"``.
+
+    Understands ``torch.nn`` loss modules (anything with a ``reduction`` attribute), functions
+    with a ``reduction`` parameter such as ``F.cross_entropy``, and ``functools.partial`` of them.
+
+    Example:
+        >>> describe_loss(nn.CrossEntropyLoss(reduction="sum")).reduction
+        'sum'
+        >>> describe_loss(lambda preds, target: (preds - target).abs().mean()) is None
+        True
+    """
+    if isinstance(loss_fn, nn.Module):
+        return _module_spec(loss_fn)
+    if callable(loss_fn):
+        return _function_spec(loss_fn)
+    return None
+
+
+def _module_spec(module: nn.Module) -> LossSpec | None:
+    if not isinstance(module.__dict__.get("reduction"), str):
+        return None
+    forward = type(module).forward  # the class's, so an installed tap is not re-entered
+
+    def unreduced(preds: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        attributes = module.__dict__
+        saved = attributes["reduction"]
+        attributes["reduction"] = "none"
+        try:
+            result: torch.Tensor = forward(module, preds, target)
+        finally:
+            attributes["reduction"] = saved
+        return result
+
+    class_index = isinstance(module, (nn.CrossEntropyLoss, nn.NLLLoss))
+    return LossSpec(
+        unreduced=unreduced,
+        reduction=module.__dict__["reduction"],
+        class_index=class_index,
+        weight=lambda: getattr(module, "weight", None) if class_index else None,
+        ignore_index=getattr(module, "ignore_index", None) if class_index else None,
+    )
+
+
+def _function_spec(fn: Callable[..., Any]) -> LossSpec | None:
+    base, bound = fn, {}
+    if isinstance(fn, functools.partial):
+        base, bound = fn.func, dict(fn.keywords)
+    try:
+        parameters = inspect.signature(base).parameters
+    except (TypeError, ValueError):
+        return None
+    if "reduction" not in parameters:
+        return None
+    defaults = {k: p.default for k, p in parameters.items() if p.default is not p.empty}
+    options = {**defaults, **bound}
+    class_index = base in _CLASS_INDEX_FUNCTIONS
+    weight = options.get("weight")
+    return LossSpec(
+        unreduced=functools.partial(fn, reduction="none"),
+        reduction=str(options.get("reduction", "mean")),
+        class_index=class_index,
+        weight=lambda: weight if class_index else None,
+        ignore_index=options.get("ignore_index") if class_index else None,
+    )
+
+
+def per_sample(
+    spec: LossSpec, preds: Any, target: Any, n: int, correctness: bool = True
+) -> SampleValues | None:
+    """Each of the ``n`` samples' loss (and correctness) from one call's inputs.
+
+    Args:
+        spec: the loss function, from :func:`describe_loss`.
+        preds: the predictions the loss function got.
+        target: the targets the loss function got.
+        n: the number of samples in the batch.
+        correctness: also compute ``correct`` (a caller that keeps the scores may skip it).
+
+    Returns:
+        The values on the device, or ``None`` when the unreduced loss cannot be split into
+        ``n`` samples (e.g. the loss is not per sample).
+    """
+    if not (isinstance(preds, torch.Tensor) and isinstance(target, torch.Tensor)) or n < 1:
+        return None
+    # Detached inputs build no graph, so no ``no_grad`` context is needed (it costs time).
+    preds, target = preds.detach(), target.detach()
+    elements = spec.unreduced(preds, target).detach()
+    if elements.ndim == 0 or elements.numel() % n:
+        return None
+    if spec.class_index and _is_class_index(preds, target):
+        return _class_index_values(spec, preds, target, elements, n, correctness)
+    flat = elements.reshape(n, -1).float()
+    loss = flat.sum(1) if spec.reduction == "sum" else flat.mean(1)
+    return SampleValues(loss)
+
+
+def _is_class_index(preds: torch.Tensor, target: torch.Tensor) -> bool:
+    return (
+        preds.ndim >= 2
+        and not target.is_floating_point()
+        and target.shape == preds.shape[:1] + preds.shape[2:]
+    )
+
+
+def _class_index_values(
+    spec: LossSpec,
+    preds: torch.Tensor,
+    target: torch.Tensor,
+    elements: torch.Tensor,
+    n: int,
+    correctness: bool,
+) -> SampleValues:
+    if elements.ndim == 1 and target.ndim == 1 and elements.shape[0] == n:
+        return _one_target_values(spec, preds, target, elements, correctness)
+    flat = elements.reshape(n, -1).float()
+    targets = target.reshape(n, -1)
+    valid = targets != spec.ignore_index if spec.ignore_index is not None else None
+    right = (preds.argmax(1).reshape(n, -1) == targets).float()
+    label = target if target.ndim == 1 and target.shape[0] == n else None
+    weight = spec.weight()
+    if spec.reduction == "sum":
+        loss = flat.sum(1)
+    elif weight is None and valid is None:
+        loss = flat.mean(1)
+    else:
+        # PyTorch's weighted mean: the sum of the weighted losses over the sum of the weights
+        # of the (non-ignored) targets, here per sample.
+        mask = torch.ones_like(flat) if valid is None else valid.float()
+        if weight is not None:
+            mask = mask * weight.float()[targets.clamp(min=0)]
+        loss = flat.sum(1) / mask.sum(1)
+    if valid is None:
+        correct = right.mean(1)
+    else:
+        right = right * valid
+        counted = valid.sum(1)
+        correct = right.sum(1) / counted
+        loss = torch.where(counted > 0, loss, torch.nan)
+    return SampleValues(loss, correct, label)
+
+
+def _one_target_values(
+    spec: LossSpec,
+    preds: torch.Tensor,
+    target: torch.Tensor,
+    elements: torch.Tensor,
+    correctness: bool,
+) -> SampleValues:
+    # One class per sample (the common case, on every training step): few small kernels;
+    # ignored targets and correctness are settled on the host (see host_values).
+    # Alone in a batch, a sample's weighted mean is its weighted loss over its weight.
+    loss = elements
+    weight = spec.weight()
+    if weight is not None and spec.reduction != "sum":
+        loss = loss / weight.to(loss.dtype)[target.clamp(min=0)]
+    predicted = preds.argmax(1) if correctness else None
+    return SampleValues(loss, None, target, predicted, spec.ignore_index)
+
+
+# ---------------------------------------------------------------------------- the armed slot
+
+
+@dataclass
+class Slot:
+    """Receives the per-sample values of one training batch (the first report wins).
+
+    Attributes:
+        n: the number of samples in the batch.
+        values: what was reported, or ``None``.
+        specs: loss descriptions by ``id`` of the loss function, shared across batches so
+            that each loss function is described once per run.
+    """
+
+    n: int
+    values: SampleValues | None = None
+    specs: dict[int, LossSpec | None] = field(default_factory=dict)
+
+    def report(self, loss_fn: Any, preds: Any, target: Any) -> None:
+        """Compute and keep the batch's values from one loss call (if none were kept yet).
+
+        Only a call on predictions that carry gradients counts: an evaluation run from a
+        command while the batch is in progress (a test, a scan) runs under ``no_grad``.
+        """
+        if self.values is not None or not getattr(preds, "requires_grad", False):
+            return
+        key = id(loss_fn)
+        if key not in self.specs:
+            self.specs[key] = describe_loss(loss_fn)
+        spec = self.specs[key]
+        if spec is not None:
+            self.values = per_sample(spec, preds, target, self.n)
+
+
+_local = threading.local()
+
+
+def armed_slot() -> Slot | None:
+    """The slot of the training batch in progress on this thread, if one is armed."""
+    slot: Slot | None = getattr(_local, "slot", None)
+    return slot
+
+
+def arm(slot: Slot | None) -> None:
+    """Arm ``slot`` on this thread for one training batch; ``None`` disarms."""
+    _local.slot = slot
+
+
+def observe(loss_fn: Any, preds: Any, target: Any) -> None:
+    """Report one loss call to the armed slot; a no-op outside a training batch.
+
+    The native trainer's default step calls it after its ``loss_fn(model(x), y)``; custom
+    code may call it too.
+    """
+    slot = armed_slot()
+    if slot is not None and slot.values is None:
+        slot.report(loss_fn, preds, target)
+
+
+class LossTap:
+    """Wraps a loss module's ``forward`` so its calls report to the armed slot.
+
+    Only the module instance is changed (an instance attribute shadows the class's
+    ``forward``), and :meth:`remove` puts it back.
+
+    Args:
+        module: the user's loss module.
+
+    Example:
+        >>> tap = LossTap(nn.CrossEntropyLoss())
+        >>> tap.remove()
+    """
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module = module
+        self._own = module.__dict__.get("forward")
+        original = self._own if self._own is not None else module.forward
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            slot = armed_slot()
+            if slot is not None and slot.values is None:
+                preds = args[0] if args else kwargs.get("input")
+                target = args[1] if len(args) > 1 else kwargs.get("target")
+                slot.report(module, preds, target)
+            return result
+
+        module.__dict__["forward"] = forward
+
+    def remove(self) -> None:
+        """Restore the module's own ``forward``."""
+        if self._own is None:
+            self.module.__dict__.pop("forward", None)
+        else:
+            self.module.__dict__["forward"] = self._own

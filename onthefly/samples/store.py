@@ -1,0 +1,326 @@
+"""What a run knows about each sample: O(dataset size) arrays, never O(steps x batch).
+
+:class:`TrainingStats` folds every training observation into per-sample running values —
+latest loss, step and epoch last seen, count, running mean and variance of the loss and of
+the gold-label probability ``p = exp(-loss)`` (the data map's *confidence* and
+*variability*), and correctness where the loss has class targets — with vectorised updates
+(Chan's parallel form of Welford's algorithm, so a sample seen twice in one chunk is
+counted twice). :class:`ScanResult` holds one full pass over a split. :class:`SampleStore`
+keeps both and answers with a :class:`SampleView`, the common shape every query reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from onthefly.samples.buffer import Chunk
+
+Source = Literal["training", "scan"]
+
+_STATS: tuple[str, ...] = ("count", "loss_last", "step_last", "epoch_last", "loss_mean")
+_STATS += ("loss_m2", "conf_mean", "conf_m2", "correct_sum", "correct_count", "label")
+_DTYPES: dict[str, Any] = {
+    "count": np.int64,
+    "loss_last": np.float32,
+    "step_last": np.int64,
+    "epoch_last": np.int64,
+    "loss_mean": np.float64,
+    "loss_m2": np.float64,
+    "conf_mean": np.float64,
+    "conf_m2": np.float64,
+    "correct_sum": np.float64,
+    "correct_count": np.int64,
+    "label": np.float64,
+}
+
+
+class TrainingStats:
+    """Running per-sample statistics of the training observations.
+
+    Example:
+        >>> stats = TrainingStats()
+        >>> stats.update(Chunk(np.array([3, 1, 3]), np.array([1.0, 2.0, 3.0], np.float32),
+        ...     np.full(3, np.nan, np.float32), np.full(3, np.nan), np.array([1, 1, 2]),
+        ...     np.zeros(3, np.int32)))
+        >>> stats.count[3], float(stats.loss_mean[3]), float(stats.loss_last[3])
+        (np.int64(2), 2.0, 3.0)
+    """
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {name: _empty(name, 0) for name in _STATS}
+        self.last_step = 0
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        arrays = self.__dict__.get("arrays")
+        if arrays is not None and name in arrays:
+            return arrays[name]
+        raise AttributeError(name)
+
+    @property
+    def size(self) -> int:
+        """One past the largest index seen."""
+        return int(self.arrays["count"].shape[0])
+
+    def update(self, chunk: Chunk) -> None:
+        """Fold one chunk of observations in (``NaN`` losses and negative ids are skipped)."""
+        keep = ~np.isnan(chunk.loss) & (chunk.ids >= 0)
+        if not keep.any():
+            return
+        ids = chunk.ids[keep]
+        loss = chunk.loss[keep].astype(np.float64)
+        self._grow(int(ids.max()) + 1)
+        a = self.arrays
+        unique, inverse = np.unique(ids, return_inverse=True)
+        seen = np.bincount(inverse)
+        old = a["count"][unique]
+        a["count"][unique] = old + seen
+        _merge(a["loss_mean"], a["loss_m2"], unique, inverse, seen, old, loss)
+        _merge(a["conf_mean"], a["conf_m2"], unique, inverse, seen, old, np.exp(-loss))
+        # The last occurrence of each id in the chunk gives its latest values.
+        reverse = np.unique(ids[::-1], return_index=True)[1]
+        last = len(ids) - 1 - reverse
+        a["loss_last"][unique] = chunk.loss[keep][last]
+        a["step_last"][unique] = chunk.step[keep][last]
+        a["epoch_last"][unique] = chunk.epoch[keep][last]
+        correct = chunk.correct[keep]
+        known = ~np.isnan(correct)
+        if known.any():
+            m = len(unique)
+            a["correct_sum"][unique] += np.bincount(inverse[known], correct[known], minlength=m)
+            a["correct_count"][unique] += np.bincount(inverse[known], minlength=m)
+        labels = chunk.label[keep][last]
+        labelled = ~np.isnan(labels)
+        a["label"][unique[labelled]] = labels[labelled]
+        self.last_step = max(self.last_step, int(chunk.step.max()))
+
+    def _grow(self, size: int) -> None:
+        if size <= self.size:
+            return
+        capacity = max(size, int(self.size * 1.5))
+        for name, old in self.arrays.items():
+            grown = _empty(name, capacity)
+            grown[: old.shape[0]] = old
+            self.arrays[name] = grown
+
+    def state_dict(self) -> dict[str, Any]:
+        """The arrays as tensors (``torch.save(weights_only=True)``-safe)."""
+        state: dict[str, Any] = {n: torch.from_numpy(v.copy()) for n, v in self.arrays.items()}
+        state["last_step"] = self.last_step
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name in _STATS:
+            if name in state:
+                self.arrays[name] = np.asarray(state[name].numpy(), dtype=_DTYPES[name]).copy()
+        self.last_step = int(state.get("last_step", 0))
+
+
+def _empty(name: str, size: int) -> np.ndarray:
+    fill = np.nan if name == "label" else 0
+    return np.full(size, fill, dtype=_DTYPES[name])
+
+
+def _merge(
+    mean: np.ndarray,
+    m2: np.ndarray,
+    unique: np.ndarray,
+    inverse: np.ndarray,
+    seen: np.ndarray,
+    old: np.ndarray,
+    values: np.ndarray,
+) -> None:
+    """Chan et al.'s merge of a chunk's per-id mean and M2 into the running ones."""
+    chunk_mean = np.bincount(inverse, values) / seen
+    chunk_m2 = np.bincount(inverse, (values - chunk_mean[inverse]) ** 2)
+    total = old + seen
+    delta = chunk_mean - mean[unique]
+    mean[unique] += delta * seen / total
+    m2[unique] += chunk_m2 + delta**2 * old * seen / total
+
+
+@dataclass
+class ScanResult:
+    """One full pass of the current model over a split; arrays are per sample, in id order.
+
+    ``correct``, ``margin`` and ``label`` are ``NaN`` where unknown; ``embedding`` is
+    ``[N, D]`` when an embedding hook was given or the model's outputs are small enough.
+    """
+
+    split: str
+    step: int
+    epoch: int
+    ids: np.ndarray
+    loss: np.ndarray
+    correct: np.ndarray
+    margin: np.ndarray
+    label: np.ndarray
+    embedding: np.ndarray | None = None
+    duration: float = 0.0
+
+    _ARRAYS = ("ids", "loss", "correct", "margin", "label", "embedding")
+
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"split": self.split, "step": self.step, "epoch": self.epoch}
+        state["duration"] = self.duration
+        for name in self._ARRAYS:
+            value = getattr(self, name)
+            state[name] = None if value is None else torch.from_numpy(np.ascontiguousarray(value))
+        return state
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> ScanResult:
+        def array(name: str) -> Any:
+            value = state.get(name)
+            return None if value is None else value.numpy().copy()
+
+        return cls(
+            split=str(state["split"]),
+            step=int(state["step"]),
+            epoch=int(state["epoch"]),
+            ids=array("ids"),
+            loss=array("loss"),
+            correct=array("correct"),
+            margin=array("margin"),
+            label=array("label"),
+            embedding=array("embedding"),
+            duration=float(state.get("duration", 0.0)),
+        )
+
+
+@dataclass
+class SampleView:
+    """Per-sample columns of one split from one source: what queries and exports read.
+
+    ``variability`` is ``NaN`` for scans (one observation each); ``count`` is the number of
+    observations behind each row.
+    """
+
+    split: str
+    source: Source
+    step: int
+    ids: np.ndarray
+    loss: np.ndarray
+    confidence: np.ndarray
+    variability: np.ndarray
+    correct: np.ndarray
+    margin: np.ndarray
+    label: np.ndarray
+    count: np.ndarray
+    embedding: np.ndarray | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """The rows holding ``ids``, in the order of ``ids`` (ids not in the view are left out)."""
+        order = np.argsort(self.ids, kind="stable")
+        sorted_ids = self.ids[order]
+        at = np.searchsorted(sorted_ids, ids).clip(0, max(len(sorted_ids) - 1, 0))
+        found = (sorted_ids[at] == ids) if len(sorted_ids) else np.zeros(len(ids), dtype=bool)
+        return order[at[found]]
+
+    def take(self, rows: np.ndarray) -> SampleView:
+        """The view restricted to ``rows`` (positions, in the given order)."""
+        columns = {
+            name: getattr(self, name)[rows]
+            for name in ("ids", "loss", "confidence", "variability", "correct", "margin")
+        }
+        embedding = None if self.embedding is None else self.embedding[rows]
+        return SampleView(
+            self.split,
+            self.source,
+            self.step,
+            label=self.label[rows],
+            count=self.count[rows],
+            embedding=embedding,
+            **columns,
+        )
+
+
+class NoData(LookupError):
+    """The split has no per-sample data yet (nothing trained on, or never scanned)."""
+
+
+class SampleStore:
+    """The run's per-sample data: training statistics and the latest scan of each split."""
+
+    def __init__(self) -> None:
+        self.training = TrainingStats()
+        self.scans: dict[str, ScanResult] = {}
+
+    def view(self, split: str, source: Source | None = None) -> SampleView:
+        """The per-sample columns of ``split``.
+
+        Args:
+            split: ``"train"``, ``"val"`` or ``"test"``.
+            source: ``"scan"`` (the latest scan), ``"training"`` (train only: the running
+                statistics), or ``None``: the latest scan if there is one, else training.
+
+        Raises:
+            NoData: the chosen source has nothing for ``split``.
+        """
+        if source is None:
+            source = "scan" if split in self.scans or split != "train" else "training"
+        if source == "scan":
+            scan = self.scans.get(split)
+            if scan is None:
+                raise NoData(f"the {split} split was never scanned; send scan(split={split!r})")
+            return _scan_view(scan)
+        if split != "train":
+            raise NoData(f"training statistics exist for the train split only, not {split!r}")
+        return _training_view(self.training)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "training": self.training.state_dict(),
+            "scans": {split: scan.state_dict() for split, scan in self.scans.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.training.load_state_dict(state.get("training", {}))
+        scans = state.get("scans", {})
+        self.scans = {split: ScanResult.from_state(s) for split, s in scans.items()}
+
+
+def _scan_view(scan: ScanResult) -> SampleView:
+    n = len(scan.ids)
+    return SampleView(
+        split=scan.split,
+        source="scan",
+        step=scan.step,
+        ids=scan.ids,
+        loss=scan.loss.astype(np.float64),
+        confidence=np.exp(-scan.loss.astype(np.float64)),
+        variability=np.full(n, np.nan),
+        correct=scan.correct.astype(np.float64),
+        margin=scan.margin.astype(np.float64),
+        label=scan.label,
+        count=np.ones(n, dtype=np.int64),
+        embedding=scan.embedding,
+    )
+
+
+def _training_view(stats: TrainingStats) -> SampleView:
+    seen = np.flatnonzero(stats.count > 0)
+    if len(seen) == 0:
+        raise NoData("no training sample was recorded yet; train a few steps first")
+    count = stats.count[seen]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        correct = stats.correct_sum[seen] / stats.correct_count[seen]
+    return SampleView(
+        split="train",
+        source="training",
+        step=stats.last_step,
+        ids=seen,
+        loss=stats.loss_last[seen].astype(np.float64),
+        confidence=stats.conf_mean[seen],
+        variability=np.sqrt(stats.conf_m2[seen] / count),
+        correct=correct,
+        margin=np.full(len(seen), np.nan),
+        label=stats.label[seen],
+        count=count,
+    )

@@ -1,0 +1,235 @@
+"""Where the training data stands, and how to get back there in a new process.
+
+A ``DataLoader`` with ``shuffle=True`` draws its permutation seed (and its workers' base
+seed) from torch's global generator when its iterator is created and first read. So an
+epoch's data order is fixed by the global RNG state right before the iterator was created.
+:class:`TrackedLoader` wraps the training loader, remembers that state for each epoch's
+iterator and counts the batches fetched from it; with the number of batches already
+trained on, that is the :class:`DataPosition`.
+
+Resuming (:class:`Resume`) recreates the same iterator: restore the epoch's start state,
+create the iterator, skip the batches already trained on (at the sampler, without loading
+them, for a single-process map-style loader; otherwise by fetching and dropping them, which
+also replays the workers' own random draws), re-fetch any batch that was fetched but not
+yet trained on with the state it was fetched with, and finally restore the state of the
+export point. Worker processes are seeded from the same base seed, so ``num_workers > 0``
+resumes exactly too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch.utils.data import DataLoader, IterableDataset
+
+from onthefly.sessions import rng
+from onthefly.sessions.rng import RngState
+
+log = logging.getLogger(__name__)
+
+PREFETCH_DEPTH = 8
+"""Fetched-but-untrained batches whose fetch-time RNG state is remembered."""
+
+
+@dataclass
+class DataPosition:
+    """The position of one training loader inside an epoch.
+
+    Attributes:
+        start_rng: the global RNG state right before the epoch's iterator was created
+            (``None``: unknown, e.g. a loader that was never iterated).
+        consumed: batches of this epoch already trained on.
+        pending_rng: for each batch fetched but not yet trained on (prefetching), the RNG
+            state right before it was fetched.
+    """
+
+    start_rng: RngState | None
+    consumed: int = 0
+    pending_rng: list[RngState] = field(default_factory=list)
+
+    def to_state(self) -> dict[str, Any]:
+        """Plain containers and tensors, for ``torch.save`` / ``weights_only`` loading."""
+        return {
+            "start_rng": self.start_rng,
+            "consumed": self.consumed,
+            "pending_rng": list(self.pending_rng),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> DataPosition:
+        """The inverse of :meth:`to_state`."""
+        return cls(state["start_rng"], int(state["consumed"]), list(state["pending_rng"]))
+
+
+class TrackedIterator(Iterator[Any]):
+    """An epoch's batch iterator that counts fetches and, in the main process, keeps the
+    RNG state each recent fetch started from.
+
+    Attributes:
+        start_batch: the index of the first batch it yields (non-zero after a resume);
+            the native loop numbers batches from it.
+    """
+
+    def __init__(
+        self,
+        inner: Iterator[Any],
+        start_rng: RngState | None,
+        main_process: bool,
+        start_batch: int = 0,
+        replay: Iterable[tuple[RngState, Any]] = (),
+    ) -> None:
+        self.inner = inner
+        self.start_rng = start_rng
+        self.start_batch = start_batch
+        self._main_process = main_process
+        self._replay: deque[tuple[RngState, Any]] = deque(replay)
+        self.fetched = start_batch
+        self._history: deque[tuple[int, RngState]] = deque(maxlen=PREFETCH_DEPTH)
+
+    def __next__(self) -> Any:
+        if self._replay:
+            state, batch = self._replay.popleft()
+            self._history.append((self.fetched, state))
+        else:
+            if self._main_process:
+                self._history.append((self.fetched, rng.capture(cuda=False)))
+            batch = next(self.inner)
+        self.fetched += 1
+        return batch
+
+    def position(self, consumed: int) -> DataPosition:
+        """The position once ``consumed`` batches of the epoch were trained on."""
+        pending = [state for index, state in self._history if index >= consumed]
+        if self._main_process and len(pending) < self.fetched - consumed:
+            log.warning(
+                "the loader ran %d batches ahead of training; the resumed data order is exact "
+                "only up to %d batches of prefetching",
+                self.fetched - consumed,
+                PREFETCH_DEPTH,
+            )
+        return DataPosition(self.start_rng, consumed, pending if self._main_process else [])
+
+
+class TrackedLoader:
+    """Wraps a training loader; everything but iteration is forwarded to it.
+
+    Args:
+        loader: the user's loader (a ``DataLoader`` or any iterable of batches).
+
+    Example:
+        >>> tracked = TrackedLoader.wrap(train_loader)  # doctest: +SKIP
+        >>> batches = iter(tracked); next(batches)  # doctest: +SKIP
+        >>> tracked.position(consumed=1)  # doctest: +SKIP
+    """
+
+    def __init__(self, loader: Iterable[Any]) -> None:
+        self.loader = loader
+        self.iterator: TrackedIterator | None = None
+        self._resume: Resume | None = None
+
+    @classmethod
+    def wrap(cls, loader: Any) -> TrackedLoader:
+        """``loader`` itself when already wrapped, else a new wrapper."""
+        return loader if isinstance(loader, TrackedLoader) else cls(loader)
+
+    def __iter__(self) -> TrackedIterator:
+        resume, self._resume = self._resume, None
+        if resume is not None:
+            self.iterator = resume.open(self.loader)
+        else:
+            start = rng.capture()
+            self.iterator = TrackedIterator(iter(self.loader), start, in_main_process(self.loader))
+        return self.iterator
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the wrapper lacks: sampler, dataset, batch_size, …
+        if name in ("loader", "iterator", "_resume"):
+            raise AttributeError(name)
+        return getattr(self.loader, name)
+
+    # Lightning treats loaders with these two methods as resumable and stops warning that a
+    # mid-epoch restart is inexact; the position itself travels in the session file.
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+    def arm(self, resume: Resume) -> None:
+        """Make the next ``iter()`` resume at ``resume``'s position."""
+        self._resume = resume
+
+    def position(self, consumed: int) -> DataPosition:
+        """The current epoch's position after ``consumed`` trained batches."""
+        if self.iterator is None:
+            return DataPosition(None, 0)
+        return self.iterator.position(consumed)
+
+
+@dataclass
+class Resume:
+    """Recreates an epoch's iterator at a saved position.
+
+    Args:
+        position: where the loader stood.
+        rng_after: the global RNG state at the export point, restored once positioned.
+    """
+
+    position: DataPosition
+    rng_after: RngState
+
+    def open(self, loader: Iterable[Any]) -> TrackedIterator:
+        """The iterator of ``loader`` positioned as saved (the RNG is left at ``rng_after``)."""
+        position = self.position
+        if position.start_rng is not None:
+            rng.restore(position.start_rng)
+        inner = iter(loader)
+        _skip(loader, inner, position.consumed)
+        replay = []
+        for state in position.pending_rng:
+            rng.restore(state)
+            try:
+                replay.append((state, next(inner)))
+            except StopIteration:
+                break
+        rng.restore(self.rng_after)
+        return TrackedIterator(
+            inner,
+            position.start_rng,
+            in_main_process(loader),
+            start_batch=position.consumed,
+            replay=replay,
+        )
+
+
+def in_main_process(loader: Any) -> bool:
+    """Whether fetching a batch runs in this process (and may draw from its RNG)."""
+    return not (isinstance(loader, DataLoader) and loader.num_workers > 0)
+
+
+def _skip(loader: Any, iterator: Iterator[Any], count: int) -> None:
+    """Advance ``iterator`` by ``count`` batches, without loading them when possible."""
+    next_index = getattr(iterator, "_next_index", None)
+    map_style = isinstance(loader, DataLoader) and not isinstance(loader.dataset, IterableDataset)
+    if map_style and in_main_process(loader) and callable(next_index):
+        # A single-process map-style iterator draws its indices from the sampler: skipping
+        # indices skips the batches without reading the dataset.
+        try:
+            for _ in range(count):
+                next_index()
+        except StopIteration:
+            return
+        iterator._num_yielded += count  # type: ignore[attr-defined]
+        return
+    for _ in range(count):
+        try:
+            next(iterator)
+        except StopIteration:
+            return

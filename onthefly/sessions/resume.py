@@ -1,0 +1,133 @@
+"""Continuing a run from a session file in a new process, bit for bit.
+
+:func:`read` opens and checks the file (structure, manifest, model shapes later) and loads
+its state members with ``weights_only=True``. Then, per driver:
+
+* native (:func:`resume_native`, called by ``onthefly.Trainer.fit(resume_from=...)``): the
+  model, optimizer, scheduler, grad scaler, step and epoch counters and callback states are
+  restored at once, and the training loader is armed to recreate the exported epoch's
+  iterator at the exported batch, restoring the RNG states of the export point.
+* Lightning (:func:`prepare_lightning` at ``setup``, :func:`arm_lightning` at
+  ``on_train_start``): the file's checkpoint dict is handed to Lightning's checkpoint
+  connector, which restores exactly what ``trainer.fit(ckpt_path=...)`` would; the data
+  position and RNG states, which Lightning lacks, are restored when training starts.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onthefly.errors import SessionFileError
+from onthefly.sessions import loaders
+from onthefly.sessions.archive import SessionArchive
+from onthefly.sessions.data_position import DataPosition
+from onthefly.sessions.manifest import Manifest
+from onthefly.sessions.payload import DATA, MODEL, RNG, TRAINER, check_model
+from onthefly.sessions.rng import RngState
+
+
+@dataclass
+class SavedState:
+    """A session file's training state, loaded and checked.
+
+    Attributes:
+        path: the file.
+        manifest: its manifest.
+        model: the model's state_dict.
+        rest: everything else (see :mod:`onthefly.sessions.training_state`).
+        rng: the RNG states at the export point, one per rank.
+        positions: one data position per training loader.
+    """
+
+    path: Path
+    manifest: Manifest
+    model: dict[str, Any]
+    rest: dict[str, Any]
+    rng: list[RngState]
+    positions: list[DataPosition]
+
+    def rng_for(self, rank: int) -> RngState:
+        """The RNG state of ``rank`` (rank 0's when the file has fewer ranks)."""
+        return self.rng[rank] if rank < len(self.rng) else self.rng[0]
+
+
+def read(path: str | os.PathLike[str]) -> SavedState:
+    """Open ``path`` and load its training state (``weights_only``; nothing is executed).
+
+    Raises:
+        SessionFileError: see :class:`~onthefly.sessions.archive.SessionArchive`.
+    """
+    with SessionArchive(path) as archive:
+        model = archive.load_torch(MODEL)
+        rest = archive.load_torch(TRAINER)
+        rng = archive.load_torch(RNG)
+        data = archive.load_torch(DATA)
+        manifest = archive.manifest
+    try:
+        positions = [DataPosition.from_state(state) for state in data["loaders"]]
+        ranks = list(rng["ranks"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SessionFileError(f"{path}: {RNG} or {DATA} is malformed ({exc})") from None
+    if not isinstance(rest, dict) or not ranks:
+        raise SessionFileError(f"{path}: {TRAINER} or {RNG} is malformed")
+    return SavedState(Path(path), manifest, model, rest, ranks, positions)
+
+
+def resume_native(trainer: Any, path: str | os.PathLike[str]) -> SavedState:
+    """Restore an ``onthefly.Trainer`` from ``path`` before its loop starts.
+
+    Raises:
+        SessionFileError: unreadable file, written by Lightning, or a model that does not
+            match.
+    """
+    saved = read(path)
+    _expect_driver(saved, "native")
+    check_model(trainer.model.state_dict(), saved.model, str(saved.path))
+    rest = saved.rest
+    trainer.model.load_state_dict(saved.model)
+    trainer.optimizer.load_state_dict(rest["optimizer"])
+    if rest.get("scheduler") is not None and trainer.scheduler is not None:
+        trainer.scheduler.load_state_dict(rest["scheduler"])
+    if rest.get("scaler") and trainer._state is not None:
+        trainer._state.scaler.load_state_dict(rest["scaler"])
+    trainer.global_step = int(rest["global_step"])
+    trainer.current_epoch = int(rest["current_epoch"])
+    trainer.load_callback_states(rest.get("callbacks", {}))
+    loaders.resume(trainer, saved.positions, saved.rng_for(trainer.global_rank))
+    return saved
+
+
+def prepare_lightning(trainer: Any, saved: SavedState) -> None:
+    """Hand the file's checkpoint to Lightning (call at ``setup``, stage ``fit``).
+
+    Lightning restores model, callbacks, precision, loops, optimizers and schedulers from
+    it exactly as from ``ckpt_path``; its own connector then releases it.
+
+    Raises:
+        SessionFileError: written by the native trainer, or a model that does not match.
+    """
+    _expect_driver(saved, "lightning")
+    check_model(trainer.lightning_module.state_dict(), saved.model, str(saved.path))
+    trainer._checkpoint_connector._loaded_checkpoint = {**saved.rest, "state_dict": saved.model}
+
+
+def arm_lightning(trainer: Any, saved: SavedState) -> None:
+    """Recreate the exported epoch's iterator and the RNG states (call at ``on_train_start``,
+    after :func:`~onthefly.sessions.loaders.track`)."""
+    loaders.resume(trainer, saved.positions, saved.rng_for(trainer.global_rank))
+
+
+def _expect_driver(saved: SavedState, driver: str) -> None:
+    if saved.manifest.driver == driver:
+        return
+    how = {
+        "native": "onthefly.Trainer.fit(..., resume_from=...)",
+        "lightning": "attach_lightning(..., resume_from=...) or OnTheFly(resume_from=...)",
+    }
+    raise SessionFileError(
+        f"{saved.path} was exported from a {saved.manifest.driver} run; resume it with "
+        f"{how[saved.manifest.driver]}"
+    )

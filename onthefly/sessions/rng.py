@@ -1,0 +1,58 @@
+"""Capture and restore every random number generator a training step may draw from.
+
+A captured state is a dict of tensors, ints and tuples only, so it is saved with
+``torch.save`` and loaded back with ``weights_only=True``: Python's ``random``, NumPy's
+legacy global generator, torch's CPU generator and each CUDA device's generator (when CUDA
+is initialised). In a distributed run each rank captures its own.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, cast
+
+import numpy as np
+import torch
+
+RngState = dict[str, Any]
+
+
+def capture(cuda: bool = True) -> RngState:
+    """The current state of every generator.
+
+    Args:
+        cuda: include the CUDA generators (when CUDA is initialised). Skipping them makes the
+            capture cheap enough to take before each batch is fetched.
+
+    Example:
+        >>> state = capture()
+        >>> a = torch.rand(1); restore(state); bool(torch.rand(1) == a)
+        True
+    """
+    kind, keys, pos, has_gauss, cached = cast(tuple[Any, ...], np.random.get_state())
+    state: RngState = {
+        "python": random.getstate(),
+        # uint32 words, widened: weights_only loading has no NumPy arrays.
+        "numpy": (str(kind), torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached),
+        "torch": torch.get_rng_state(),
+    }
+    if cuda and torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore(state: RngState) -> None:
+    """Put every generator back to ``state`` (from :func:`capture`).
+
+    CUDA states are restored when both the state and this process have CUDA; a state
+    captured on more devices than this process sees restores the first ones.
+    """
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    cuda = state.get("cuda")
+    if cuda and torch.cuda.is_available():
+        for device, device_state in enumerate(cuda[: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(device_state, device)

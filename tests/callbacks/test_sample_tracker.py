@@ -1,0 +1,286 @@
+"""SampleTracker in real runs: exact per-sample losses by dataset index, under both drivers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, TensorDataset
+
+import onthefly
+from onthefly.callbacks.onthefly import OnTheFly
+from onthefly.callbacks.sample_tracker import SampleTracker
+from tests.callbacks.live import LiveClient, wait_for_session
+from tests.callbacks.models import lightning_trainer
+
+N = 60
+
+
+def squares() -> TensorDataset:
+    """With a zero model and MSE, the loss of sample i is i**2 (whatever else is in its batch)."""
+    return TensorDataset(torch.zeros(N, 3), torch.arange(N, dtype=torch.float32).reshape(N, 1))
+
+
+def zero_linear() -> nn.Linear:
+    net = nn.Linear(3, 1)
+    nn.init.zeros_(net.weight)
+    nn.init.zeros_(net.bias)
+    return net
+
+
+def tracker_of(callbacks: list[Any]) -> SampleTracker:
+    tracker = next(cb for cb in callbacks if isinstance(cb, OnTheFly)).sample_tracker
+    assert tracker is not None
+    return tracker
+
+
+def assert_squares(tracker: SampleTracker, ids: list[int], seen: int) -> None:
+    stats = tracker.store.training
+    assert np.flatnonzero(stats.count).tolist() == ids
+    assert stats.count[ids].tolist() == [seen] * len(ids)
+    np.testing.assert_allclose(stats.loss_last[ids], np.array(ids) ** 2)
+    np.testing.assert_allclose(stats.loss_mean[ids], np.array(ids) ** 2)
+
+
+class History(pl.Callback):
+    """Reads the Parquet history before the session (and its folder) goes away."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        tracker = tracker_of(trainer.callbacks)
+        tracker.flush()
+        self.rows = pq.read_table(tracker.session.workdir / "samples" / "history").num_rows
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_native_runs_attribute_every_shuffled_sample_exactly(workers: int) -> None:
+    extra = {"num_workers": 2, "persistent_workers": True} if workers else {}
+    loader = DataLoader(squares(), batch_size=7, shuffle=True, **extra)
+    history = History()
+    trainer = onthefly.Trainer(
+        project="samples", max_epochs=2, progress_bar=False, quiet=True, port=0, callbacks=[history]
+    )
+    model = zero_linear()
+    trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.0), nn.MSELoss(), loader)
+    assert_squares(tracker_of(trainer.callbacks), list(range(N)), seen=2)
+    assert history.rows == 2 * N
+
+
+class Regression(pl.LightningModule):
+    """Counts its forward calls; its loss module is handed to attach_lightning."""
+
+    def __init__(self, per_sample_key: bool = False) -> None:
+        super().__init__()
+        self.net = zero_linear()
+        self.loss = nn.MSELoss()
+        self.forwards = 0
+        self.steps = 0
+        self.per_sample_key = per_sample_key
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.forwards += 1
+        return self.net(x)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        self.steps += 1
+        x, y = batch
+        preds = self(x)
+        if self.per_sample_key:
+            per_sample = ((preds - y) ** 2).mean(1)
+            return {"loss": per_sample.mean(), "per_sample_loss": per_sample}
+        return self.loss(preds, y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+def test_lightning_with_a_distributed_sampler_and_no_extra_forward() -> None:
+    sampler = DistributedSampler(squares(), num_replicas=2, rank=1, shuffle=True, seed=3)
+    loader = DataLoader(squares(), batch_size=4, sampler=sampler, num_workers=2)
+    model = Regression()
+    trainer = lightning_trainer(max_epochs=2)
+    onthefly.attach_lightning(trainer, project="samples", loss_fn=model.loss, quiet=True, port=0)
+    trainer.fit(model, loader)
+    assert model.forwards == model.steps  # the capture never runs the model
+    expected = np.zeros(N, dtype=np.int64)
+    for epoch in range(2):  # Lightning sets the sampler's epoch: a new shuffle each epoch
+        sampler.set_epoch(epoch)
+        np.add.at(expected, list(sampler), 1)
+    stats = tracker_of(trainer.callbacks).store.training
+    assert stats.count[:N].tolist() == expected.tolist()
+    seen = np.flatnonzero(expected)
+    np.testing.assert_allclose(stats.loss_last[seen], seen**2)
+    assert "forward" not in vars(model.loss)  # the tap is gone after fit
+
+
+def test_lightning_steps_may_return_their_own_per_sample_losses() -> None:
+    model = Regression(per_sample_key=True)
+    trainer = lightning_trainer(max_epochs=1)
+    onthefly.attach_lightning(trainer, project="samples", quiet=True, port=0)
+    trainer.fit(model, DataLoader(squares(), batch_size=8, shuffle=True))
+    assert_squares(tracker_of(trainer.callbacks), list(range(N)), seen=1)
+
+
+class Stream(IterableDataset[Any]):
+    def __iter__(self) -> Any:
+        for i in range(20):
+            yield {"x": torch.zeros(3), "y": torch.tensor([float(i)]), "idx": 100 + i}
+
+
+def test_iterable_data_is_identified_by_its_batch_key() -> None:
+    trainer = onthefly.Trainer(
+        project="samples", max_epochs=1, progress_bar=False, quiet=True, port=0
+    )
+    model = zero_linear()
+    trainer.fit(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.0),
+        nn.MSELoss(),
+        DataLoader(Stream(), batch_size=6),
+    )
+    stats = tracker_of(trainer.callbacks).store.training
+    assert np.flatnonzero(stats.count).tolist() == list(range(100, 120))
+    np.testing.assert_allclose(stats.loss_last[100:120], np.arange(20) ** 2)
+
+
+def _losses(with_onthefly: bool) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    x, y = torch.randn(96, 5), torch.randint(0, 3, (96,))
+    loader = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
+
+    class Classifier(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Linear(5, 3)
+            self.loss = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0, 0.5]))
+            self.seen: list[torch.Tensor] = []
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = self.loss(self.net(batch[0]), batch[1])
+            self.seen.append(loss.detach().clone())
+            return loss
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.Adam(self.parameters(), lr=0.01)
+
+    model = Classifier()
+    trainer = lightning_trainer(max_epochs=2)
+    if with_onthefly:
+        onthefly.attach_lightning(trainer, project="parity", loss_fn=model.loss, quiet=True, port=0)
+    trainer.fit(model, loader)
+    return model.seen
+
+
+def test_training_is_unchanged_bit_for_bit() -> None:
+    plain, tracked = _losses(False), _losses(True)
+    assert len(plain) == len(tracked) == 12
+    assert all(torch.equal(a, b) for a, b in zip(plain, tracked, strict=True))
+
+
+# ------------------------------------------------------------------------------ the commands
+
+
+def run_live(script: Callable[[LiveClient], None], home: Path, embedding_fn: Any = None) -> None:
+    """Train (native) while ``script`` talks to the session from another thread, then stop."""
+    failures: list[BaseException] = []
+
+    def talk() -> None:
+        client = LiveClient(wait_for_session(home))
+        try:
+            client.call("pause")
+            script(client)
+        except BaseException as exc:  # reported on the test's thread
+            failures.append(exc)
+        finally:
+            client.call("stop")
+            client.close()
+
+    thread = threading.Thread(target=talk, daemon=True)
+    thread.start()
+    model = zero_linear()
+    trainer = onthefly.Trainer(
+        project="samples",
+        max_epochs=1000,
+        progress_bar=False,
+        quiet=True,
+        port=0,
+        embedding_fn=embedding_fn,
+    )
+    train = DataLoader(squares(), batch_size=5, shuffle=True)
+    val = DataLoader(squares(), batch_size=5)
+    trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.0), nn.MSELoss(), train, val)
+    thread.join(30)
+    if failures:
+        raise failures[0]
+
+
+def _reply(answer: dict[str, Any]) -> dict[str, Any]:
+    assert answer["type"] == "reply", answer
+    data: dict[str, Any] = answer["data"]
+    return data
+
+
+def test_scan_histogram_select_rows_and_export_over_the_wire(
+    onthefly_home: Path, tmp_path: Path
+) -> None:
+    def script(client: LiveClient) -> None:
+        scan = _reply(client.call("scan", split="val"))
+        assert scan["size"] == N and scan["source"] == "scan" and scan["cancelled"] is False
+        client.wait_event(lambda e: e["type"] == "scan_progress" and e["state"] == "done")
+        states = [e["state"] for e in client.events if e["type"] == "scan_progress"]
+        assert states[0] == "running" and states[-1] == "done"
+        hist = _reply(client.call("histogram", split="val", bins=6, min=0.0, max=3600.0))
+        assert sum(hist["counts"]) == N and hist["counts"][0] == 25  # i**2 < 600: i < 25
+        q = _reply(client.call("quantiles", split="val", q=[0.0, 1.0]))
+        assert q["values"] == [0.0, float((N - 1) ** 2)]
+        chosen = _reply(client.call("select", split="val", top=3, name="worst"))
+        assert chosen["size"] == 3 and [r["index"] for r in chosen["preview"]] == [59, 58, 57]
+        rows = _reply(client.call("selection_rows", name="worst", sort="index", descending=False))
+        assert [r["index"] for r in rows["rows"]] == [57, 58, 59]
+        exported = _reply(
+            client.call("export_selection", name="worst", format="parquet", directory=str(tmp_path))
+        )
+        table = pq.read_table(exported["path"])
+        assert table.column("index").to_pylist() == [59, 58, 57]
+        assert table.column("item_1").to_pylist() == [[59.0], [58.0], [57.0]]
+        bad = client.call("export_selection", name="worst", directory=str(tmp_path), file="../x")
+        assert bad["type"] == "error" and bad["error"]["code"] == "unsupported"
+        train = _reply(client.call("select", split="train", quantile=0.5))
+        assert train["source"] == "training" and train["name"] == "q0.5"
+        listed = _reply(client.call("selections"))
+        assert [s["name"] for s in listed["selections"]] == ["worst", "q0.5"]
+        assert _reply(client.call("data_map"))["total"] > 0
+        projection = _reply(client.call("explorer", split="val", method="pca"))
+        assert projection["method"] == "pca" and len(projection["x"]) == N
+        missing = client.call("histogram", split="test")
+        assert missing["type"] == "error" and missing["error"]["code"] == "invalid_state"
+
+    run_live(script, onthefly_home)
+
+
+def test_a_scan_can_be_cancelled_and_commands_sent_meanwhile_still_run(onthefly_home: Path) -> None:
+    def slow(model: nn.Module, batch: Any) -> torch.Tensor:
+        threading.Event().wait(0.05)
+        return batch[1]
+
+    def script(client: LiveClient) -> None:
+        scan_id = client.send("scan", split="val")
+        client.wait_event(lambda e: e["type"] == "scan_progress")
+        selections_id = client.send("selections")
+        cancel = _reply(client.call("cancel"))
+        assert cancel == {"cancelled": True, "split": "val"}
+        assert _reply(client.wait(lambda: client.answers.get(scan_id)))["cancelled"] is True
+        assert _reply(client.wait(lambda: client.answers.get(selections_id))) == {"selections": []}
+        assert _reply(client.call("cancel")) == {"cancelled": False}
+
+    run_live(script, onthefly_home, embedding_fn=slow)

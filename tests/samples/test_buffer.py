@@ -1,0 +1,29 @@
+"""Per-batch device values reach the host in batch order, as one chunk per copy."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from onthefly.samples.buffer import Chunk, SampleBuffer
+from onthefly.samples.capture import SampleValues
+
+
+def test_batches_are_shipped_every_n_steps_and_on_flush() -> None:
+    chunks: list[Chunk] = []
+    buffer = SampleBuffer(chunks.append, every_steps=2, every_s=3600)
+    buffer.add(1, 0, [3, 1], SampleValues(torch.tensor([0.3, 0.1]), torch.tensor([1.0, 0.0])))
+    assert chunks == []
+    buffer.add(2, 0, torch.tensor([7]), SampleValues(torch.tensor([0.7])))
+    buffer.add(
+        3, 1, range(10, 12), SampleValues(torch.tensor([1.0, 1.1]), label=torch.tensor([4, 5]))
+    )
+    assert len(chunks) == 1
+    first = chunks[0]
+    assert first.ids.tolist() == [3, 1, 7]
+    assert first.step.tolist() == [1, 1, 2]
+    np.testing.assert_allclose(first.loss, [0.3, 0.1, 0.7], rtol=1e-6)
+    assert first.correct.tolist()[:2] == [1.0, 0.0] and np.isnan(first.correct[2])
+    buffer.flush()
+    assert chunks[1].ids.tolist() == [10, 11]
+    assert chunks[1].label.tolist() == [4.0, 5.0] and chunks[1].epoch.tolist() == [1, 1]

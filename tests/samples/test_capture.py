@@ -1,0 +1,168 @@
+"""Per-sample losses from the loss call: each equals the user's loss on that sample alone."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from onthefly.samples.capture import (
+    LossTap,
+    Slot,
+    arm,
+    describe_loss,
+    host_values,
+    observe,
+    per_sample,
+)
+
+
+def _alone(
+    loss_fn: Callable[..., torch.Tensor], preds: torch.Tensor, target: torch.Tensor, i: int
+) -> float:
+    return float(loss_fn(preds[i : i + 1], target[i : i + 1]))
+
+
+CLASSES = 5
+WEIGHT = torch.tensor([0.5, 1.0, 2.0, 3.0, 0.25])
+
+
+def _tokens(b: int = 6, t: int = 7, ignore: int = -100) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    preds = torch.randn(b, CLASSES, t, generator=g)
+    target = torch.randint(0, CLASSES, (b, t), generator=g)
+    target[:, ::3] = ignore
+    return preds, target
+
+
+@pytest.mark.parametrize(
+    "loss_fn",
+    [
+        nn.CrossEntropyLoss(),
+        nn.CrossEntropyLoss(weight=WEIGHT),
+        nn.CrossEntropyLoss(weight=WEIGHT, reduction="sum"),
+        nn.CrossEntropyLoss(ignore_index=2, label_smoothing=0.1),
+        functools.partial(F.cross_entropy, weight=WEIGHT),
+        F.cross_entropy,
+        nn.NLLLoss(weight=WEIGHT),
+    ],
+)
+def test_token_losses_equal_the_loss_of_each_sample_alone(loss_fn: Any) -> None:
+    preds, target = _tokens()
+    if isinstance(loss_fn, nn.NLLLoss):
+        preds = preds.log_softmax(1)
+    ignore = getattr(loss_fn, "ignore_index", -100)
+    target[target == -100] = ignore
+    spec = describe_loss(loss_fn)
+    assert spec is not None
+    values = per_sample(spec, preds, target, len(preds))
+    assert values is not None
+    expected = torch.tensor([_alone(loss_fn, preds, target, i) for i in range(len(preds))])
+    torch.testing.assert_close(values.loss, expected)
+    valid = target != ignore
+    right = (preds.argmax(1) == target) & valid
+    torch.testing.assert_close(values.correct, right.sum(1) / valid.sum(1))
+
+
+def test_flattened_tokens_fold_back_to_samples() -> None:
+    preds, target = _tokens()
+    flat_preds = preds.permute(0, 2, 1).reshape(-1, CLASSES)
+    loss_fn = nn.CrossEntropyLoss(weight=WEIGHT)
+    spec = describe_loss(loss_fn)
+    assert spec is not None
+    values = per_sample(spec, flat_preds, target.reshape(-1), len(preds))
+    assert values is not None
+    expected = torch.tensor([_alone(loss_fn, preds, target, i) for i in range(len(preds))])
+    torch.testing.assert_close(values.loss, expected)
+
+
+def test_a_sample_whose_targets_are_all_ignored_is_nan() -> None:
+    preds, target = _tokens()
+    target[1] = -100
+    spec = describe_loss(nn.CrossEntropyLoss())
+    assert spec is not None
+    values = per_sample(spec, preds, target, len(preds))
+    assert values is not None
+    assert torch.isnan(values.loss[1]) and torch.isfinite(values.loss[0])
+
+
+@pytest.mark.parametrize(
+    "loss_fn", [nn.MSELoss(), nn.MSELoss(reduction="sum"), nn.L1Loss(), F.smooth_l1_loss]
+)
+def test_regression_losses_reduce_over_non_batch_dims_like_the_user(loss_fn: Any) -> None:
+    preds, target = torch.randn(4, 3, 2), torch.randn(4, 3, 2)
+    spec = describe_loss(loss_fn)
+    assert spec is not None
+    values = per_sample(spec, preds, target, 4)
+    assert values is not None
+    expected = torch.tensor([_alone(loss_fn, preds, target, i) for i in range(4)])
+    torch.testing.assert_close(values.loss, expected)
+    assert values.correct is None
+
+
+def test_one_class_per_sample_leaves_ignored_targets_and_correctness_to_the_host() -> None:
+    preds = torch.tensor([[2.0, 0.0], [0.0, 1.0], [3.0, 0.0], [1.0, 0.0]])
+    target = torch.tensor([0, 0, 1, -100])
+    spec = describe_loss(nn.CrossEntropyLoss())
+    assert spec is not None
+    values = per_sample(spec, preds, target, 4)
+    assert values is not None and values.label is not None and values.predicted is not None
+    assert values.label.tolist() == [0, 0, 1, -100] and values.ignore == -100
+    loss = values.loss.numpy().copy()
+    correct = host_values(loss, values.label.double().numpy(), values.predicted.numpy(), -100)
+    assert correct.tolist()[:3] == [1.0, 0.0, 0.0] and np.isnan(correct[3]) and np.isnan(loss[3])
+    assert np.isfinite(loss[:3]).all()
+
+
+def test_losses_without_a_reduction_option_are_not_described() -> None:
+    assert describe_loss(lambda preds, target: (preds - target).mean()) is None
+    assert describe_loss(nn.Linear(2, 2)) is None
+    assert describe_loss(3) is None
+
+
+def test_a_loss_that_is_not_per_sample_gives_nothing() -> None:
+    spec = describe_loss(nn.MSELoss())
+    assert spec is not None
+    assert per_sample(spec, torch.randn(5), torch.randn(5), 2) is None
+
+
+def test_the_tap_changes_neither_the_loss_nor_its_gradient_bit_for_bit() -> None:
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(256, CLASSES, generator=g, requires_grad=True)
+    target = torch.randint(0, CLASSES, (256,), generator=g)
+    loss_fn = nn.CrossEntropyLoss(weight=WEIGHT)
+    plain = loss_fn(logits, target)
+    (plain_grad,) = torch.autograd.grad(plain, logits)
+    tap = LossTap(loss_fn)
+    slot = Slot(256)
+    arm(slot)
+    try:
+        tapped = loss_fn(logits, target)
+        (tapped_grad,) = torch.autograd.grad(tapped, logits)
+    finally:
+        arm(None)
+        tap.remove()
+    assert torch.equal(plain, tapped) and torch.equal(plain_grad, tapped_grad)
+    assert slot.values is not None
+    assert "forward" not in vars(loss_fn) and loss_fn.reduction == "mean"
+
+
+def test_the_slot_keeps_the_first_training_call_and_ignores_evaluation_calls() -> None:
+    slot = Slot(2)
+    arm(slot)
+    try:
+        observe(F.mse_loss, torch.ones(2), torch.zeros(2))  # no gradient: an evaluation
+        assert slot.values is None
+        preds = torch.tensor([1.0, 2.0], requires_grad=True)
+        observe(F.mse_loss, preds, torch.zeros(2))
+        observe(F.mse_loss, preds, torch.ones(2))
+    finally:
+        arm(None)
+    assert slot.values is not None and slot.values.loss.tolist() == [1.0, 4.0]
+    observe(F.mse_loss, preds, torch.zeros(2))  # disarmed: nothing happens

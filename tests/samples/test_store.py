@@ -1,0 +1,118 @@
+"""Running per-sample statistics equal the statistics of every observation, kept in O(N)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from onthefly.samples.buffer import Chunk
+from onthefly.samples.store import NoData, SampleStore, ScanResult, TrainingStats
+
+
+def _chunk(
+    ids: list[int], losses: list[float], step: int, correct: list[float] | None = None
+) -> Chunk:
+    n = len(ids)
+    return Chunk(
+        ids=np.array(ids, dtype=np.int64),
+        loss=np.array(losses, dtype=np.float32),
+        correct=np.array(correct if correct is not None else [np.nan] * n, dtype=np.float32),
+        label=np.array([i % 3 for i in ids], dtype=np.float64),
+        step=np.full(n, step, dtype=np.int64),
+        epoch=np.zeros(n, dtype=np.int32),
+    )
+
+
+def test_chunked_updates_with_repeats_equal_the_plain_statistics() -> None:
+    rng = np.random.default_rng(0)
+    stats = TrainingStats()
+    seen: dict[int, list[float]] = {}
+    for step in range(1, 30):
+        ids = rng.integers(0, 50, size=16).tolist()  # repeats inside a chunk too
+        losses = rng.random(16).astype(np.float32).tolist()
+        stats.update(_chunk(ids, losses, step))
+        for i, value in zip(ids, losses, strict=True):
+            seen.setdefault(i, []).append(float(np.float32(value)))
+    for i, values in seen.items():
+        assert stats.count[i] == len(values)
+        assert stats.loss_mean[i] == pytest.approx(np.mean(values))
+        assert stats.loss_m2[i] / len(values) == pytest.approx(np.var(values), abs=1e-12)
+        confidence = np.exp(-np.array(values))
+        assert stats.conf_mean[i] == pytest.approx(confidence.mean())
+        assert stats.conf_m2[i] / len(values) == pytest.approx(confidence.var(), abs=1e-12)
+        assert stats.loss_last[i] == pytest.approx(values[-1])
+    assert stats.size <= 50 * 2  # grows with the dataset, not with the steps
+
+
+def test_nan_losses_and_unknown_ids_are_skipped_and_correctness_averages() -> None:
+    stats = TrainingStats()
+    stats.update(_chunk([0, 1, 2], [1.0, float("nan"), 2.0], 1, correct=[1.0, 1.0, np.nan]))
+    stats.update(_chunk([0, -1], [3.0, 9.0], 2, correct=[0.0, 1.0]))
+    assert stats.count.tolist()[:3] == [2, 0, 1]
+    view = SampleStore()
+    view.training = stats
+    train = view.view("train")
+    assert train.ids.tolist() == [0, 2]
+    assert train.correct[0] == 0.5 and np.isnan(train.correct[1])
+    assert train.step == 2
+
+
+def test_views_prefer_the_latest_scan_and_say_when_data_is_missing() -> None:
+    store = SampleStore()
+    with pytest.raises(NoData, match="train a few steps"):
+        store.view("train")
+    with pytest.raises(NoData, match="never scanned"):
+        store.view("val")
+    store.training.update(_chunk([0, 1], [1.0, 2.0], 5))
+    assert store.view("train").source == "training"
+    scan = ScanResult(
+        "train",
+        9,
+        0,
+        np.array([0, 1, 2]),
+        np.array([0.5, 1, 1.5], np.float32),
+        np.full(3, np.nan, np.float32),
+        np.full(3, np.nan, np.float32),
+        np.full(3, np.nan),
+    )
+    store.scans["train"] = scan
+    assert store.view("train").source == "scan"
+    assert store.view("train", "training").step == 5
+    with pytest.raises(NoData, match="train split only"):
+        store.view("val", "training")
+
+
+def test_positions_find_ids_in_their_given_order() -> None:
+    store = SampleStore()
+    store.training.update(_chunk([5, 2, 9], [1.0, 2.0, 3.0], 1))
+    view = store.view("train")
+    rows = view.positions(np.array([9, 4, 2]))
+    assert view.ids[rows].tolist() == [9, 2]
+
+
+def test_the_state_survives_a_weights_only_round_trip() -> None:
+    store = SampleStore()
+    store.training.update(_chunk([0, 3], [1.0, 2.0], 4))
+    store.scans["val"] = ScanResult(
+        "val",
+        4,
+        0,
+        np.arange(2),
+        np.ones(2, np.float32),
+        np.ones(2, np.float32),
+        np.zeros(2, np.float32),
+        np.ones(2),
+        embedding=np.ones((2, 3), np.float32),
+    )
+    buffer = io.BytesIO()
+    torch.save(store.state_dict(), buffer)
+    buffer.seek(0)
+    restored = SampleStore()
+    restored.load_state_dict(torch.load(buffer, weights_only=True))
+    assert restored.training.count.tolist() == store.training.count.tolist()
+    assert restored.training.last_step == 4
+    assert restored.scans["val"].embedding is not None
+    assert restored.view("val").loss.tolist() == [1.0, 1.0]

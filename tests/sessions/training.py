@@ -1,0 +1,113 @@
+"""Runs for the resume tests: a noisy dataset, dropout, shuffling, both drivers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, Dataset
+
+import onthefly
+from onthefly.callbacks.onthefly import OnTheFly
+
+
+class Noisy(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """Draws fresh noise from torch's global RNG on every read (like an augmentation)."""
+
+    def __init__(self, n: int = 48) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(n, 6, generator=g)
+        self.y = (self.x.sum(1) > 0).long()
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[i] + 0.1 * torch.randn(6), self.y[i]
+
+
+def data(workers: int = 0) -> DataLoader[Any]:
+    return DataLoader(Noisy(), batch_size=8, shuffle=True, num_workers=workers)
+
+
+def net() -> nn.Module:
+    torch.manual_seed(1)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.3), nn.Linear(16, 2))
+
+
+class Losses(pl.Callback):
+    """Records each step's loss; exports the session after ``export_at`` steps."""
+
+    def __init__(self, export_at: int | None = None, path: Path | None = None) -> None:
+        self.losses: list[float] = []
+        self.export_at, self.path = export_at, path
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        self.losses.append(float(loss))
+        if trainer.global_step == self.export_at:
+            otf = next(cb for cb in trainer.callbacks if isinstance(cb, OnTheFly))
+            otf.checkpointer.export(trainer, self.path)
+
+
+def native_run(
+    steps: int, workers: int = 0, losses: Losses | None = None, resume_from: Path | None = None
+) -> Losses:
+    """A native run to ``steps`` optimizer steps (6 batches per epoch)."""
+    losses = losses or Losses()
+    torch.manual_seed(99)  # a different global state each time: a resume must not depend on it
+    model = net()
+    trainer = onthefly.Trainer(
+        project="resume", max_steps=steps, callbacks=[losses], progress_bar=False, quiet=True
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
+    trainer.fit(
+        model=model,
+        optimizer=optimizer,
+        loss_fn=nn.CrossEntropyLoss(),
+        train_loader=data(workers),
+        scheduler=scheduler,
+        scheduler_interval="step",
+        resume_from=resume_from,
+    )
+    return losses
+
+
+class Module(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = net()
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.Adam(self.parameters(), lr=0.01)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.9)
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}
+
+
+def lightning_run(
+    steps: int, workers: int = 0, losses: Losses | None = None, resume_from: Path | None = None
+) -> Losses:
+    losses = losses or Losses()
+    torch.manual_seed(99)
+    trainer = pl.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=[losses],
+    )
+    onthefly.attach_lightning(trainer, project="resume", quiet=True, resume_from=resume_from)
+    trainer.fit(Module(), train_dataloaders=data(workers))
+    return losses
