@@ -163,9 +163,6 @@ def test_training_thread_time_per_batch(benchmark: Any, monkeypatch: pytest.Monk
 
     per_batch = benchmark.pedantic(run, rounds=3, iterations=1)
     benchmark.extra_info["us_per_batch[hooks + capture]"] = per_batch * 1e6
-    benchmark.extra_info["us_per_batch[hooks + capture], median"] = (
-        benchmark.stats.stats.median / work.steps * 1e6
-    )
 
 
 def _plain_eval(model: nn.Module, loader: DataLoader[Any]) -> float:
