@@ -1,6 +1,6 @@
 """A real training to explore from the dashboard: ``make demo``.
 
-A small CNN learns to classify 10 kinds of noisy 28×28 patterns with ``onthefly.Trainer``
+A small CNN learns to classify 10 kinds of noisy 28x28 patterns with ``onthefly.Trainer``
 on the CPU: per-step loss, learning rate and gradient norm, accuracy, validation every
 epoch, runtime stats and log records stream to the dashboard; Pause, Resume, Stop and Test
 work from it. It runs for a few minutes (``--epochs`` changes that), then tests, holds

@@ -9,7 +9,9 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def onthefly_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def onthefly_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """Each test gets its own ONTHEFLY_HOME so discovery files never leak between tests."""
     home = tmp_path_factory.mktemp("otf-home")
     monkeypatch.setenv("ONTHEFLY_HOME", str(home))
