@@ -126,17 +126,16 @@ class _Watcher(pl.Callback):
 
 @contextmanager
 def _watching_client(watcher: _Watcher) -> Iterator[None]:
-    watcher.process = subprocess.Popen(
-        [sys.executable, "-c", WATCHER], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        yield
-    finally:
+    command = [sys.executable, "-c", WATCHER]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
+        watcher.process = process
         try:
-            watcher.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            watcher.process.kill()
-            watcher.process.wait()
+            yield
+        finally:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 @dataclass(frozen=True)

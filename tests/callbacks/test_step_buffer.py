@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from onthefly.callbacks._step_buffer import Row, StepBuffer
+from onthefly.callbacks._step_buffer import Norms, Row, StepBuffer
 
 
 def test_rows_arrive_in_batches_of_every_steps_in_order() -> None:
@@ -29,6 +29,17 @@ def test_values_keep_their_names_nan_and_dtypes() -> None:
     buffer.flush()
     assert math.isnan(rows[0].values["a"]) and rows[0].values["b"] == 3.0
     assert rows[1] == Row(2, 1, {"c": 2.0, "b": 1.5})
+
+
+def test_norms_ship_as_the_norm_of_the_whole_vector() -> None:
+    rows: list[Row] = []
+    buffer = StepBuffer(rows.extend, every_steps=100)
+    grads = [torch.tensor([3.0, 4.0]), torch.tensor([12.0], dtype=torch.float64)]
+    buffer.add(1, 0, {"g": Norms(torch._foreach_norm(grads)), "loss": torch.tensor(0.5)})
+    buffer.add(2, 0, {"g": Norms([torch.tensor(6.0), torch.tensor(8.0)])})
+    buffer.add(3, 0, {"g": Norms([torch.tensor(2.0)])})  # fewer parts: reduced on its own
+    buffer.flush()
+    assert [row.values for row in rows] == [{"g": 13.0, "loss": 0.5}, {"g": 10.0}, {"g": 2.0}]
 
 
 def test_time_triggers_a_flush() -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from lightning.pytorch import Callback
 
-from onthefly.native.hooks import Hooks, callback_list, state_key
+from onthefly.native.hooks import Hooks, callback_list, implementation, state_key
 
 
 class Host:
@@ -54,6 +55,38 @@ def test_callbacks_added_later_are_called() -> None:
     callbacks.append(log)
     hooks.call("on_x_start")
     assert log.calls == [("start", "model")]
+
+
+def test_a_callback_replaced_in_the_list_is_called_instead() -> None:
+    first, second = Log(), Log()
+    callbacks: list[object] = [first]
+    hooks = Hooks(Host(), callbacks)
+    hooks.call("on_x_start", 1)
+    callbacks[0] = second
+    hooks.call("on_x_start", 2)
+    assert (first.calls, second.calls) == ([("start", "model", 1)], [("start", "model", 2)])
+
+
+class Started(Callback):
+    def __init__(self) -> None:
+        self.started = 0
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self.started += 1
+
+
+def test_only_hooks_a_callback_defines_itself_are_dispatched() -> None:
+    started = Started()
+    # Lightning's empty defaults are skipped; overrides and instance attributes are not.
+    assert implementation(started, "on_train_end") is None
+    assert implementation(started, "on_train_start") == started.on_train_start
+    started.on_train_end = lambda *args: None  # type: ignore[method-assign]
+    assert implementation(started, "on_train_end") is started.on_train_end
+    assert implementation(object(), "on_train_start") is None
+    hooks = Hooks(Host(), [started])
+    hooks.call("on_train_start")
+    hooks.call("on_validation_start")
+    assert started.started == 1
 
 
 def test_state_key_and_callback_list() -> None:
