@@ -20,7 +20,7 @@ install: $(STAMP)
 demo: install
 	PYTHONUNBUFFERED=1 $(PY) examples/demo.py
 
-test: test-python test-extension
+test: test-python test-extension test-vscode
 
 test-python: install
 	$(PY) -m pytest --benchmark-skip -q
@@ -30,7 +30,7 @@ lint: install
 	$(VENV)/bin/ruff format --check onthefly tests benchmarks examples
 	$(VENV)/bin/mypy
 
-bench: install
+bench: install bench-extension
 	mkdir -p .benchmarks
 	$(PY) -m pytest benchmarks --benchmark-only -q --benchmark-json=.benchmarks/latest.json
 	$(PY) benchmarks/report.py
@@ -40,23 +40,24 @@ clean:
 
 # The dashboard (extension/): unit tests, then real Chromium against real training processes.
 CHROMIUM := /usr/bin/chromium
+NPM_STAMP := extension/node_modules/.installed
 
 $(CHROMIUM):
 	apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)
 
-.PHONY: test-extension bench-extension
-test-extension: install | $(CHROMIUM)
+$(NPM_STAMP): extension/package-lock.json
 	cd extension && npm ci --no-audit --no-fund
+	touch $(NPM_STAMP)
+
+.PHONY: test-extension bench-extension test-vscode
+test-extension: install $(NPM_STAMP) | $(CHROMIUM)
 	cd extension && npx tsc -p . && npm test && npm run test:e2e
 
 # The 60 s streaming measurement (figures in extension/test-results/perf.json).
-bench-extension: install | $(CHROMIUM)
-	cd extension && npm ci --no-audit --no-fund
+bench-extension: install $(NPM_STAMP) | $(CHROMIUM)
 	cd extension && ONTHEFLY_STREAM_SECONDS=60 npm run test:perf
 
 # The packaged extension in a real VS Code host (code-server, installed once into
 # extension/.vscode-test/: about 2 minutes and 800 MB), against a real training process.
-.PHONY: test-vscode
-test-vscode: install | $(CHROMIUM)
-	cd extension && npm ci --no-audit --no-fund
+test-vscode: install $(NPM_STAMP) | $(CHROMIUM)
 	cd extension && ./scripts/test-vscode.sh

@@ -16,6 +16,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_INPUT = HERE.parent / ".benchmarks" / "latest.json"
+DASHBOARD_PERF = HERE.parent / "extension" / "test-results" / "perf.json"
 OUTPUT = HERE / "RESULTS.md"
 
 HEADER = """# Benchmark results
@@ -59,12 +60,28 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_dashboard(perf: dict[str, Any]) -> str:
+    """The browser suite's figures (``make bench-extension``), one row per measurement."""
+    lines = [
+        "\n## Dashboard in real headless Chromium (`extension/test-results/perf.json`)\n",
+        "| measurement | figures |",
+        "| --- | --- |",
+    ]
+    for name, figures in sorted(perf.items()):
+        shown = ", ".join(f"{k} = {_figure(v)}" for k, v in figures.items() if k != "measuredAt")
+        lines.append(f"| `{name}` | {shown} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     source = Path(argv[1]) if len(argv) > 1 else DEFAULT_INPUT
     if not source.is_file():
         print(f"no benchmark results at {source}; run `make bench` first", file=sys.stderr)
         return 2
-    OUTPUT.write_text(render(json.loads(source.read_text(encoding="utf-8"))), encoding="utf-8")
+    text = render(json.loads(source.read_text(encoding="utf-8")))
+    if DASHBOARD_PERF.is_file():
+        text += render_dashboard(json.loads(DASHBOARD_PERF.read_text(encoding="utf-8")))
+    OUTPUT.write_text(text, encoding="utf-8")
     print(f"wrote {OUTPUT}", file=sys.stderr)
     return 0
 

@@ -27,8 +27,11 @@ export type HostToView =
   /** The file the user picked for the page's `choosePath` `requestId` (`null`: cancelled). */
   | { type: 'path'; requestId: number; path: string | null };
 
-/** What a session file is picked for: writing an export, or loading one into a run. */
-export type PathPurpose = 'export' | 'import';
+/**
+ * What a path is picked for: writing a session export, loading a session file into a run,
+ * or the folder a selection of samples is exported to.
+ */
+export type PathPurpose = 'export' | 'import' | 'folder';
 
 export type ViewToHost =
   | { type: 'ready' }

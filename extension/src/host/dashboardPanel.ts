@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
-import type { HostToView, ViewToHost } from '../common/messages';
+import type { HostToView, PathPurpose, ViewToHost } from '../common/messages';
 import { Disposable, toDisposable } from './disposable';
 import type { RunStore } from './runStore';
 
@@ -146,10 +146,24 @@ async function savePng(name: string, dataUrl: string): Promise<void> {
   await vscode.workspace.fs.writeFile(target, Buffer.from(dataUrl.slice(prefix.length), 'base64'));
 }
 
-/** A session file for an export (save dialog) or to load into a run (open dialog). */
-async function choosePath(purpose: 'export' | 'import', suggested: string): Promise<string | null> {
+/**
+ * A session file for an export (save dialog) or to load into a run (open dialog), or a
+ * folder to export samples into (folder dialog).
+ */
+async function choosePath(purpose: PathPurpose, suggested: string): Promise<string | null> {
   const filters = { 'OnTheFly session': ['otf'] };
   const folder = vscode.workspace.workspaceFolders?.[0]?.uri;
+  if (purpose === 'folder') {
+    const picked = await vscode.window.showOpenDialog({
+      defaultUri: folder,
+      canSelectFiles: false,
+      canSelectFolders: true,
+      canSelectMany: false,
+      title: 'Export the selected samples into this folder',
+      openLabel: 'Export here',
+    });
+    return picked?.[0]?.fsPath ?? null;
+  }
   if (purpose === 'export') {
     const target = await vscode.window.showSaveDialog({
       defaultUri: folder ? vscode.Uri.joinPath(folder, suggested) : undefined,

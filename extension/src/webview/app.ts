@@ -15,6 +15,7 @@ import { SessionsPanel } from './panels/sessions';
 import { LEVELS, LogsPanel, type LogFilter } from './panels/logs';
 import { listRuns, pillElement, RunPicker, sameRun, type RunRef } from './panels/runPicker';
 import { RuntimePanel } from './panels/runtime';
+import { SamplesSection } from './panels/samples';
 import { TestsPanel } from './panels/tests';
 import { parseSeriesKey } from '../common/series';
 import { applyHostMessage } from './state';
@@ -67,6 +68,7 @@ export class App {
   private readonly hparams = new HparamsPanel((command) => this.send(command));
   private readonly logs: LogsPanel;
   private readonly sessions: SessionsPanel;
+  private readonly samples: SamplesSection;
 
   constructor(
     root: HTMLElement,
@@ -84,6 +86,11 @@ export class App {
       send: (command) => this.send(command),
       choosePath: transport.choosePath?.bind(transport),
     });
+    this.samples = new SamplesSection({
+      send: (command) => this.send(command),
+      changed: () => this.schedule(),
+      choosePath: transport.choosePath?.bind(transport),
+    });
     root.replaceChildren(
       h(
         'div',
@@ -95,6 +102,7 @@ export class App {
           h('header', { class: 'run-header' }, this.title, this.pillSlot, this.step),
           this.controls.element,
           this.metrics.element,
+          this.samples.element,
           h('div', { class: 'panels' }, this.health.element, this.hparams.element),
           h('div', { class: 'panels' }, this.runtime.element, this.tests.element, this.sessions.element),
           this.logs.element,
@@ -153,6 +161,7 @@ export class App {
     this.health.render(key, selected?.run ?? null, live);
     this.hparams.render(key, selected?.run ?? null, live);
     this.sessions.render(key, state, selected?.run.info.name ?? '', selected?.run.info.step ?? 0);
+    this.samples.render(key, selected?.run ?? null, state);
     if (selected) {
       const info = selected.run.info;
       this.title.textContent = `${info.project} / ${info.name}`;

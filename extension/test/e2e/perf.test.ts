@@ -9,18 +9,17 @@
  * Figures go to test-results/perf.json and into the test output.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, test, type TestContext } from 'node:test';
-import type { Page } from 'playwright-core';
+import { afterEach, test } from 'node:test';
 import { decimate } from '../../src/common/decimate';
 import { openBrowser, RESULTS_DIR, type Browser } from '../support/browser';
 import { runInfo, startFakeSession, until, type FakeSession } from '../support/fakeSession';
+import { instrument, max, readPerf, record, round } from '../support/perf';
 import { EXTENSION_DIR } from '../support/processes';
 
 const DASHBOARD = join(EXTENSION_DIR, '..', 'onthefly', 'dashboard');
 const STREAM_SECONDS = Number(process.env.ONTHEFLY_STREAM_SECONDS ?? 5);
-const PERF_FILE = join(RESULTS_DIR, 'perf.json');
 
 let fake: FakeSession | null = null;
 let browser: Browser | null = null;
@@ -30,57 +29,6 @@ afterEach(async () => {
   browser = fake = null;
 });
 
-function record(t: TestContext, name: string, figures: Record<string, number>): void {
-  mkdirSync(RESULTS_DIR, { recursive: true });
-  let all: Record<string, unknown> = {};
-  try {
-    all = JSON.parse(readFileSync(PERF_FILE, 'utf8')) as Record<string, unknown>;
-  } catch {
-    // first figures of this run
-  }
-  all[name] = { ...figures, measuredAt: new Date().toISOString() };
-  writeFileSync(PERF_FILE, JSON.stringify(all, null, 2) + '\n');
-  t.diagnostic(`${name}: ${JSON.stringify(figures)}`);
-}
-
-/** In-page observers of draw times, input latency and long tasks (test instrumentation only). */
-async function instrument(page: Page): Promise<void> {
-  await page.addInitScript(() => {
-    const perf = { draws: [] as number[], events: [] as number[], inputs: [] as number[], longTasks: [] as number[] };
-    (window as unknown as { otfPerf: typeof perf }).otfPerf = perf;
-    new PerformanceObserver((list) => {
-      for (const e of list.getEntries()) if (e.name === 'onthefly:chart-draw') perf.draws.push(e.duration);
-    }).observe({ type: 'measure', buffered: true });
-    new PerformanceObserver((list) => {
-      for (const e of list.getEntries()) perf.events.push(e.duration);
-    }).observe({ type: 'event', buffered: true, durationThreshold: 16 } as PerformanceObserverInit);
-    new PerformanceObserver((list) => {
-      for (const e of list.getEntries()) perf.longTasks.push(e.duration);
-    }).observe({ type: 'longtask', buffered: true });
-    // Input to the next frame, for inputs faster than Event Timing's 16 ms threshold.
-    addEventListener(
-      'keydown',
-      (e) => {
-        const t0 = e.timeStamp;
-        requestAnimationFrame(() => setTimeout(() => perf.inputs.push(performance.now() - t0), 0));
-      },
-      true,
-    );
-  });
-}
-
-interface PagePerf {
-  draws: number[];
-  events: number[];
-  inputs: number[];
-  longTasks: number[];
-}
-
-const readPerf = (page: Page): Promise<PagePerf> =>
-  page.evaluate(() => (window as unknown as { otfPerf: PagePerf }).otfPerf);
-
-const max = (values: number[]): number => (values.length ? Math.max(...values) : 0);
-const round = (value: number): number => Math.round(value * 10) / 10;
 
 test('a 1,000,000-point series draws in under 200 ms, zoomed or not', async (t) => {
   const n = 1_000_000;
@@ -94,6 +42,10 @@ test('a 1,000,000-point series draws in under 200 ms, zoomed or not', async (t) 
     httpRoot: DASHBOARD,
     onSubscribe: (_c, socket) => socket.send(snapshot),
     answer: (c, socket) => {
+      if (c.type !== 'history') {
+        const error = { code: 'unsupported', message: `this scripted session answers history only, not ${String(c.type)}` };
+        return socket.send(JSON.stringify({ type: 'error', id: c.id, error }));
+      }
       const lo = Math.max(0, Math.ceil(Number(c.start ?? 0)));
       const hi = Math.min(n - 1, Math.floor(Number(c.end ?? n - 1)));
       const series = decimate({ steps, values }, Number(c.max_points), lo, hi + 1);

@@ -149,3 +149,19 @@ test('health results keep the latest per check; hparam changes stay in step orde
   applyServerMessage(source, msg({ type: 'scan_progress', v: 1, session: 's1', run: 'r', seq: 21, time: 1, split: 'val', state: 'running', done: 10, total: 100, elapsed: 0.5 }));
   assert.equal(run.scans.val?.done, 10);
 });
+
+test('scan progress is kept per split, the latest event of each, and survives a snapshot', () => {
+  const source = withRun();
+  const progress = (seq: number, split: string, state: string, done: number) =>
+    msg({ type: 'scan_progress', v: 1, session: 's1', run: 'r', seq, time: 1, split, state, done, total: 100, elapsed: 0.1 * seq });
+  applyServerMessage(source, msg({ type: 'batch', events: [progress(11, 'train', 'running', 0), progress(12, 'val', 'running', 40), progress(13, 'train', 'running', 60)] }));
+  const run = source.runs.r;
+  assert.equal(run.scans.train?.done, 60);
+  assert.equal(run.scans.val?.done, 40);
+  assert.equal(applyServerMessage(source, progress(12, 'val', 'done', 100)), false, 'a replayed seq changes nothing');
+  applyServerMessage(source, progress(14, 'train', 'done', 100));
+  assert.equal(run.scans.train?.state, 'done');
+  applyServerMessage(source, snapshot(20, [{ ...runInfo(), series: {}, epoch_starts: [0], health: [], hparam_changes: [] }]));
+  assert.equal(run.scans.train?.state, 'done', 'snapshots carry no scan progress: the last one stays');
+  assert.equal(run.scans.test, undefined);
+});

@@ -193,4 +193,10 @@ test('the command palette opens the dashboard, which shows the run and pauses it
 
   mkdirSync(RESULTS_DIR, { recursive: true });
   await page.screenshot({ path: join(RESULTS_DIR, 'vscode-dashboard.png') });
+  // At the pause the per-sample panels show the training statistics; exports go to a
+  // folder picked with the editor's dialog, so the page shows no folder field.
+  await dashboard.waitForSelector('[data-testid=histogram]:not([data-total=""])');
+  assert.ok(await dashboard.locator('[data-testid=export-dir]').isHidden());
+  await dashboard.locator('section.samples').scrollIntoViewIfNeeded();
+  await page.screenshot({ path: join(RESULTS_DIR, 'vscode-samples.png') });
 });

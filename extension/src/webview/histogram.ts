@@ -1,0 +1,86 @@
+/**
+ * The loss histogram's geometry and drawing. The session bins the losses (a million samples
+ * cost the page `bins` numbers), so drawing is one bar per bin on a canvas; a dragged region
+ * is snapped outwards to whole bins, so what is selected is exactly what the bars show.
+ */
+import type { HistogramData } from './sampleReplies';
+
+export const MIN_BINS = 10;
+export const MAX_BINS = 1000;
+/** CSS pixels per bar the histogram asks the session for. */
+const PIXELS_PER_BIN = 4;
+/** Name of the performance measure of each histogram draw. */
+export const HISTOGRAM_MEASURE = 'onthefly:histogram-draw';
+
+/** Bins for a plot `width` CSS pixels wide. */
+export function binsForWidth(width: number): number {
+  return Math.max(MIN_BINS, Math.min(MAX_BINS, Math.round(width / PIXELS_PER_BIN)));
+}
+
+/** The bin under `fraction` (0 = left edge, 1 = right edge) of the plot. */
+export function binAt(bins: number, fraction: number): number {
+  return Math.max(0, Math.min(bins - 1, Math.floor(fraction * bins)));
+}
+
+export interface LossRange {
+  lo: number;
+  hi: number;
+  /** Samples the histogram counts in the range. */
+  count: number;
+}
+
+/** The loss range of a drag between plot fractions `a` and `b`, snapped out to whole bins. */
+export function dragRange(hist: Pick<HistogramData, 'edges' | 'counts'>, a: number, b: number): LossRange {
+  const bins = hist.counts.length;
+  const first = binAt(bins, Math.min(a, b));
+  const last = binAt(bins, Math.max(a, b));
+  let count = 0;
+  for (let i = first; i <= last; i++) count += hist.counts[i];
+  return { lo: hist.edges[first], hi: hist.edges[last + 1], count };
+}
+
+export interface HistogramColors {
+  bar: string;
+  axis: string;
+}
+
+const AXIS_HEIGHT = 16;
+
+/**
+ * Draw `hist` filling `canvas` (its backing size must already match its CSS size × dpr);
+ * `log` scales counts as log(1 + n).
+ */
+export function drawHistogram(canvas: HTMLCanvasElement, hist: HistogramData, log: boolean, colors: HistogramColors): void {
+  const start = performance.now();
+  const ctx = canvas.getContext('2d');
+  if (!ctx) return;
+  const dpr = canvas.width / Math.max(1, canvas.clientWidth || canvas.width);
+  const width = canvas.width;
+  const plotHeight = canvas.height - AXIS_HEIGHT * dpr;
+  ctx.clearRect(0, 0, width, canvas.height);
+  const scale = log ? (n: number) => Math.log1p(n) : (n: number) => n;
+  let top = 0;
+  for (const n of hist.counts) top = Math.max(top, scale(n));
+  const bins = hist.counts.length;
+  const barWidth = width / bins;
+  ctx.fillStyle = colors.bar;
+  for (let i = 0; i < bins; i++) {
+    const n = hist.counts[i];
+    if (!(n > 0)) continue;
+    // Every non-empty bin shows at least one pixel: a lone outlier must stay visible.
+    const height = Math.max(1, top > 0 ? (scale(n) / top) * (plotHeight - 2) : 0);
+    ctx.fillRect(Math.floor(i * barWidth), plotHeight - height, Math.max(1, Math.ceil(barWidth) - (barWidth > 3 ? 1 : 0)), height);
+  }
+  ctx.fillStyle = colors.axis;
+  ctx.fillRect(0, plotHeight, width, 1);
+  ctx.font = `${11 * dpr}px sans-serif`;
+  ctx.textBaseline = 'bottom';
+  const ticks = 5;
+  for (let t = 0; t <= ticks; t++) {
+    const value = hist.edges[0] + ((hist.edges[bins] - hist.edges[0]) * t) / ticks;
+    const label = Number(value.toPrecision(3)).toString();
+    ctx.textAlign = t === 0 ? 'left' : t === ticks ? 'right' : 'center';
+    ctx.fillText(label, (width * t) / ticks, canvas.height);
+  }
+  performance.measure(HISTOGRAM_MEASURE, { start, end: performance.now() });
+}

@@ -1,0 +1,113 @@
+/**
+ * The data map of the training split (`data_map`): each sample at its variability (std of
+ * the gold-label probability over training, x) and confidence (its mean, y), coloured by
+ * correctness. Easy samples sit top left, hard-to-learn ones bottom left, ambiguous ones to
+ * the right; the three buttons turn a region into a named selection (`select` with
+ * `region` and the share of samples it takes).
+ */
+import { h } from '../dom';
+import { parseDataMap, readReply, selectionName, type PointCloud } from '../sampleReplies';
+import { ramp, themeRgb } from '../scatter';
+import { ScatterView } from '../scatterView';
+import { AckLines, type Send } from './controls';
+import { describeSelection } from './lossHistogram';
+
+export type Region = 'easy' | 'ambiguous' | 'hard';
+export const REGIONS: Region[] = ['easy', 'ambiguous', 'hard'];
+/** Points asked for: more than a plot has pixels; the session subsamples deterministically. */
+export const DATA_MAP_POINTS = 50_000;
+
+/** The share of samples a region takes, from the field's text; an error says what is wrong. */
+export function parseFraction(text: string): { fraction: number } | { error: string } {
+  const value = Number(text);
+  if (text.trim() === '' || !Number.isFinite(value) || value <= 0 || value > 1) {
+    return { error: `region share "${text}" is not a number in (0, 1]` };
+  }
+  return { fraction: value };
+}
+
+export function dataMapCaption(cloud: PointCloud): string {
+  const shown = cloud.points.x.length < cloud.total ? `${cloud.points.x.length} of ${cloud.total}` : `${cloud.total}`;
+  return `${shown} samples · training statistics at step ${cloud.step}`;
+}
+
+export interface DataMapHooks {
+  send: Send;
+  selected(runKey: string, name: string): void;
+}
+
+export class DataMapPanel {
+  readonly element = h('section', { class: 'panel data-map', 'aria-label': 'Data map' });
+  private readonly view = new ScatterView({
+    testId: 'data-map',
+    xLabel: 'variability',
+    yLabel: 'confidence',
+    legend: ['wrong', 'gradient-correct', 'correct'],
+    coloring: () => ({
+      table: ramp(themeRgb('--otf-error', [244, 135, 113]), themeRgb('--otf-running', [137, 209, 133]), 16),
+      lo: 0,
+      hi: 1,
+      missing: 0xff9d9d9d,
+    }),
+    extent: (cloud) => {
+      let top = 0.05;
+      for (const v of cloud.points.x) if (v > top) top = v;
+      return { x0: 0, x1: top * 1.05, y0: 0, y1: 1 };
+    },
+  });
+  private readonly fraction = h('input', { type: 'number', min: 0.01, max: 1, step: 0.01, value: 0.33, class: 'fraction', 'aria-label': 'Region share', title: 'Share of the samples a region takes' });
+  private readonly buttons = new Map<Region, HTMLButtonElement>();
+  private readonly refreshButton = h('button', { class: 'small', title: 'Ask the run again' }, 'Refresh');
+  private readonly ack = h('output', { class: 'ack', 'data-testid': 'data-map-ack', 'aria-live': 'polite' });
+  private readonly acks = new AckLines(this.ack);
+  private runKey = '';
+  private live = false;
+  private ticket = 0;
+
+  constructor(private readonly hooks: DataMapHooks) {
+    const bar = h('div', { class: 'toolbar' });
+    for (const region of REGIONS) {
+      const button = h('button', { class: 'small', 'data-region': region, title: `Select the ${region} samples` }, region);
+      button.addEventListener('click', () => this.select(region));
+      this.buttons.set(region, button);
+      bar.append(button);
+    }
+    bar.append(h('label', { class: 'muted' }, 'share ', this.fraction), this.refreshButton);
+    this.refreshButton.addEventListener('click', () => this.refresh());
+    this.element.append(h('h3', {}, 'Data map (train)'), bar, this.view.element, this.ack);
+  }
+
+  show(runKey: string, live: boolean): void {
+    this.live = live;
+    for (const button of [...this.buttons.values(), this.refreshButton]) button.disabled = !live;
+    if (runKey === this.runKey) return;
+    this.runKey = runKey;
+    this.acks.show(runKey);
+    this.view.set(null, '');
+    this.refresh();
+  }
+
+  refresh(): void {
+    if (!this.runKey || !this.live) return;
+    const ticket = ++this.ticket;
+    void this.hooks.send({ type: 'data_map', split: 'train', max_points: DATA_MAP_POINTS }).then((outcome) => {
+      if (ticket !== this.ticket) return;
+      if (!outcome.ok) return this.view.set(null, `No data map yet: ${outcome.message}`);
+      const read = readReply(parseDataMap, outcome.data);
+      if ('error' in read) this.view.set(null, read.error);
+      else this.view.set(read.value, dataMapCaption(read.value));
+    });
+  }
+
+  private select(region: Region): void {
+    const key = this.runKey;
+    const parsed = parseFraction(this.fraction.value);
+    if ('error' in parsed) return this.acks.set(key, parsed.error, 'error');
+    const name = selectionName('train', region);
+    const command = { type: 'select', split: 'train', source: 'training', name, region, fraction: parsed.fraction } as const;
+    void this.acks.track(key, `select ${name}`, this.hooks.send(command)).then((outcome) => {
+      this.acks.set(key, describeSelection(outcome), outcome.ok ? 'ok' : 'error');
+      if (outcome.ok) this.hooks.selected(key, String(outcome.data.name ?? name));
+    });
+  }
+}

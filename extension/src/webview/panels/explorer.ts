@@ -1,0 +1,73 @@
+/**
+ * The data explorer: a 2-D projection (UMAP, else PCA) of the embeddings of the latest scan
+ * of a split (`explorer`), each sample coloured by its loss. Projecting can take a while on
+ * a large split, so it runs when asked (Project), never on its own.
+ */
+import { h } from '../dom';
+import { parseExplorer, readReply, type PointCloud, type SampleSplit } from '../sampleReplies';
+import { quantile, ramp, themeRgb } from '../scatter';
+import { ScatterView } from '../scatterView';
+import { AckLines, type Send } from './controls';
+import { DATA_MAP_POINTS } from './dataMap';
+
+export function explorerCaption(cloud: PointCloud): string {
+  const shown = cloud.points.x.length < cloud.total ? `${cloud.points.x.length} of ${cloud.total}` : `${cloud.total}`;
+  return `${shown} samples of ${cloud.split} · ${cloud.method ?? ''} of the scan at step ${cloud.step}`;
+}
+
+export class ExplorerPanel {
+  readonly element = h('section', { class: 'panel explorer', 'aria-label': 'Data explorer' });
+  private readonly view = new ScatterView({
+    testId: 'explorer',
+    xLabel: '',
+    yLabel: '',
+    legend: ['low loss', 'gradient-loss', 'high loss'],
+    // Losses are skewed: the top 1 % share the end colour, so the rest keep their contrast.
+    coloring: (cloud) => ({
+      table: ramp(themeRgb('--otf-chart-line', [55, 148, 255]), themeRgb('--otf-chart-val', [209, 134, 22]), 32),
+      lo: quantile(cloud.points.value, 0.01),
+      hi: quantile(cloud.points.value, 0.99),
+      missing: 0xff9d9d9d,
+    }),
+  });
+  private readonly method = h('select', { 'aria-label': 'Projection' }, ...['auto', 'umap', 'pca'].map((m) => h('option', { value: m }, m)));
+  private readonly projectButton = h('button', { class: 'small', 'data-testid': 'explorer-project', title: 'Project the embeddings of the latest scan of the split' }, 'Project');
+  private readonly ack = h('output', { class: 'ack', 'data-testid': 'explorer-ack', 'aria-live': 'polite' });
+  private readonly acks = new AckLines(this.ack);
+  private runKey = '';
+  private split: SampleSplit = 'train';
+  private ticket = 0;
+
+  constructor(private readonly send: Send) {
+    this.projectButton.addEventListener('click', () => this.project());
+    this.element.append(
+      h('h3', {}, 'Explorer'),
+      h('div', { class: 'toolbar' }, this.method, this.projectButton, h('span', { class: 'muted' }, 'needs a scan of the split')),
+      this.view.element,
+      this.ack,
+    );
+  }
+
+  show(runKey: string, split: SampleSplit, live: boolean): void {
+    this.projectButton.disabled = !live;
+    if (runKey === this.runKey && split === this.split) return;
+    this.runKey = runKey;
+    this.split = split;
+    this.ticket++;
+    this.acks.show(runKey);
+    this.view.set(null, `Scan ${split}, then Project.`);
+  }
+
+  private project(): void {
+    const key = this.runKey;
+    const ticket = ++this.ticket;
+    const command = { type: 'explorer', split: this.split, method: this.method.value as 'auto' | 'umap' | 'pca', max_points: DATA_MAP_POINTS } as const;
+    void this.acks.track(key, `project ${this.split}`, this.send(command)).then((outcome) => {
+      if (!outcome.ok || ticket !== this.ticket) return;
+      this.acks.set(key, '', 'ok');
+      const read = readReply(parseExplorer, outcome.data);
+      if ('error' in read) this.view.set(null, read.error);
+      else this.view.set(read.value, explorerCaption(read.value));
+    });
+  }
+}

@@ -1,0 +1,209 @@
+/**
+ * The loss histogram of one split, binned by the session (`histogram`: about one bar per
+ * four pixels over the visible loss range). Drag across the bars to select a loss range: it
+ * becomes a named selection of the run (`select` with `loss_min` / `loss_max`) that the
+ * sample table then lists. Zoom narrows the range to the last region (finer bins), Reset
+ * widens it again; Log scales the counts.
+ */
+import type { Outcome } from '../../common/messages';
+import { formatNumber, h } from '../dom';
+import { binAt, binsForWidth, dragRange, drawHistogram, type LossRange } from '../histogram';
+import { parseHistogram, readReply, selectionName, type HistogramData, type SampleSplit } from '../sampleReplies';
+import { fitCanvas } from '../scatter';
+import { AckLines, type Send } from './controls';
+
+/** Drags shorter than this many CSS pixels are clicks, not regions. */
+const MIN_DRAG_PX = 3;
+
+export interface HistogramHooks {
+  send: Send;
+  /** A selection named `name` was made in run `runKey`. */
+  selected(runKey: string, name: string): void;
+}
+
+/** What a `select` reply says, e.g. `selected hard: 120 samples, loss 2.1 – 7.5`. */
+export function describeSelection(outcome: Outcome): string {
+  if (!outcome.ok) return `select failed: ${outcome.message} (${outcome.code})`;
+  const d = outcome.data as Record<string, number | string | null>;
+  const head = `selected ${String(d.name)}: ${String(d.size)} samples`;
+  if (typeof d.loss_min !== 'number' || typeof d.loss_max !== 'number') return head;
+  return `${head}, loss ${formatNumber(d.loss_min)} – ${formatNumber(d.loss_max)}`;
+}
+
+export function histogramCaption(hist: HistogramData): string {
+  const outside = hist.below + hist.above;
+  return [
+    `${hist.split} · ${hist.source} at step ${hist.step}`,
+    `${hist.total} samples`,
+    `mean loss ${formatNumber(hist.mean)}`,
+    outside ? `${outside} outside the range` : '',
+    hist.missing ? `${hist.missing} without a loss` : '',
+  ]
+    .filter(Boolean)
+    .join(' · ');
+}
+
+export class LossHistogramPanel {
+  readonly element = h('section', { class: 'panel loss-histogram', 'aria-label': 'Loss histogram' });
+  private readonly canvas = h('canvas', { class: 'plot-canvas', 'data-testid': 'histogram' });
+  private readonly region = h('div', { class: 'plot-region', hidden: true });
+  private readonly caption = h('p', { class: 'muted plot-caption', 'data-testid': 'histogram-caption' });
+  private readonly readout = h('span', { class: 'muted readout', 'data-testid': 'histogram-readout' });
+  private readonly log = h('input', { type: 'checkbox', 'aria-label': 'Log scale' });
+  private readonly zoomButton = h('button', { class: 'small', title: 'Show only the selected loss range, in finer bins' }, 'Zoom');
+  private readonly resetButton = h('button', { class: 'small', title: 'Show every loss again' }, 'Reset');
+  private readonly refreshButton = h('button', { class: 'small', 'data-testid': 'histogram-refresh', title: 'Ask the run again' }, 'Refresh');
+  private readonly ack = h('output', { class: 'ack', 'data-testid': 'histogram-ack', 'aria-live': 'polite' });
+  private readonly acks = new AckLines(this.ack);
+  private hist: HistogramData | null = null;
+  private zoom: { lo: number; hi: number } | null = null;
+  private chosen: LossRange | null = null;
+  private dragFrom: number | null = null;
+  private runKey = '';
+  private split: SampleSplit = 'train';
+  private live = false;
+  private ticket = 0;
+
+  constructor(private readonly hooks: HistogramHooks) {
+    const plot = h('div', { class: 'plot-area histogram-area' }, this.canvas, this.region);
+    plot.addEventListener('pointerdown', (e) => this.dragStart(e, plot));
+    plot.addEventListener('pointermove', (e) => this.dragMove(e));
+    plot.addEventListener('pointerup', (e) => this.dragEnd(e));
+    plot.addEventListener('pointerleave', () => this.dragFrom === null && (this.readout.textContent = ''));
+    this.log.addEventListener('change', () => this.draw());
+    this.zoomButton.addEventListener('click', () => this.setZoom(this.chosen));
+    this.resetButton.addEventListener('click', () => this.setZoom(null));
+    this.refreshButton.addEventListener('click', () => this.refresh());
+    new ResizeObserver(() => this.draw()).observe(this.canvas);
+    this.element.append(
+      h('h3', {}, 'Loss distribution'),
+      h('div', { class: 'toolbar' }, h('label', { class: 'muted' }, this.log, ' log'), this.zoomButton, this.resetButton, this.refreshButton, this.readout),
+      plot,
+      this.caption,
+      this.ack,
+    );
+    this.updateButtons();
+  }
+
+  /** Show `split` of run `runKey`; a different run or split is fetched at once. */
+  show(runKey: string, split: SampleSplit, live: boolean): void {
+    this.live = live;
+    if (runKey === this.runKey && split === this.split) return this.updateButtons();
+    this.runKey = runKey;
+    this.split = split;
+    this.acks.show(runKey);
+    this.hist = null;
+    this.zoom = this.chosen = null;
+    this.region.hidden = true;
+    this.caption.textContent = '';
+    this.draw();
+    this.refresh();
+  }
+
+  /** Fetch the histogram of the current view (after a scan, a pause, a click on Refresh). */
+  refresh(): void {
+    this.updateButtons();
+    if (!this.runKey || !this.live) return;
+    const ticket = ++this.ticket;
+    const range = this.zoom ? { min: this.zoom.lo, max: this.zoom.hi } : {};
+    const bins = binsForWidth(this.canvas.clientWidth);
+    void this.hooks.send({ type: 'histogram', split: this.split, bins, ...range }).then((outcome) => {
+      if (ticket !== this.ticket) return;
+      const read = outcome.ok ? readReply(parseHistogram, outcome.data) : { error: `No ${this.split} losses: ${outcome.message}` };
+      this.hist = 'error' in read ? null : read.value;
+      this.caption.textContent = 'error' in read ? read.error : histogramCaption(read.value);
+      this.draw();
+    });
+  }
+
+  private draw(): void {
+    fitCanvas(this.canvas);
+    const hist = this.hist;
+    this.canvas.dataset.total = hist ? String(hist.total) : '';
+    this.canvas.dataset.bins = hist ? String(hist.counts.length) : '';
+    if (!hist) {
+      this.canvas.getContext('2d')?.clearRect(0, 0, this.canvas.width, this.canvas.height);
+      return;
+    }
+    const css = getComputedStyle(document.body);
+    drawHistogram(this.canvas, hist, this.log.checked, {
+      bar: css.getPropertyValue('--otf-chart-line').trim() || '#3794ff',
+      axis: css.getPropertyValue('--otf-muted').trim() || '#9d9d9d',
+    });
+  }
+
+  private fraction(e: PointerEvent): number {
+    const box = this.canvas.getBoundingClientRect();
+    return Math.max(0, Math.min(1, (e.clientX - box.left) / Math.max(1, box.width)));
+  }
+
+  private dragStart(e: PointerEvent, plot: HTMLElement): void {
+    if (!this.hist || e.button !== 0) return;
+    plot.setPointerCapture(e.pointerId);
+    this.dragFrom = this.fraction(e);
+    this.showRegion(this.dragFrom, this.dragFrom);
+  }
+
+  private dragMove(e: PointerEvent): void {
+    const hist = this.hist;
+    if (!hist) return;
+    const at = this.fraction(e);
+    if (this.dragFrom === null) {
+      const bin = binAt(hist.counts.length, at);
+      this.readout.textContent = `[${formatNumber(hist.edges[bin])}, ${formatNumber(hist.edges[bin + 1])}): ${hist.counts[bin]}`;
+      return;
+    }
+    const range = dragRange(hist, this.dragFrom, at);
+    this.showRegion(this.dragFrom, at);
+    this.readout.textContent = `${formatNumber(range.lo)} – ${formatNumber(range.hi)}: ${range.count} samples`;
+  }
+
+  private dragEnd(e: PointerEvent): void {
+    const hist = this.hist;
+    const from = this.dragFrom;
+    this.dragFrom = null;
+    if (!hist || from === null) return;
+    const at = this.fraction(e);
+    if (Math.abs(at - from) * this.canvas.clientWidth < MIN_DRAG_PX) {
+      this.region.hidden = true;
+      this.chosen = null;
+      return this.updateButtons();
+    }
+    this.chosen = dragRange(hist, from, at);
+    this.updateButtons();
+    this.select(this.chosen);
+  }
+
+  /** Highlight the bins between plot fractions `a` and `b`. */
+  private showRegion(a: number, b: number): void {
+    const bins = this.hist?.counts.length ?? 1;
+    const first = binAt(bins, Math.min(a, b));
+    const last = binAt(bins, Math.max(a, b));
+    this.region.hidden = false;
+    this.region.style.left = `${(100 * first) / bins}%`;
+    this.region.style.width = `${(100 * (last + 1 - first)) / bins}%`;
+  }
+
+  private select(range: LossRange): void {
+    const key = this.runKey;
+    const name = selectionName(this.split, 'loss', range.lo, range.hi);
+    const command = { type: 'select', split: this.split, name, loss_min: range.lo, loss_max: range.hi } as const;
+    void this.acks.track(key, `select ${name}`, this.hooks.send(command)).then((outcome) => {
+      this.acks.set(key, describeSelection(outcome), outcome.ok ? 'ok' : 'error');
+      if (outcome.ok) this.hooks.selected(key, String(outcome.data.name ?? name));
+    });
+  }
+
+  private setZoom(range: { lo: number; hi: number } | null): void {
+    this.zoom = range ? { lo: range.lo, hi: range.hi } : null;
+    this.chosen = null;
+    this.region.hidden = true;
+    this.refresh();
+  }
+
+  private updateButtons(): void {
+    this.zoomButton.disabled = !this.live || this.chosen === null;
+    this.resetButton.disabled = !this.live || this.zoom === null;
+    this.refreshButton.disabled = !this.live;
+  }
+}

@@ -1,0 +1,188 @@
+/**
+ * The samples of a named selection (hard samples, a loss range, a data-map region), a page
+ * at a time (`selection_rows`), sorted by any column (click its header; again to reverse),
+ * with their current statistics. Export writes the whole selection to CSV, Parquet or JSON
+ * on the training machine (`export_selection`): inside VS Code into a folder picked with the
+ * editor's dialog, in a browser into the folder typed in the field.
+ */
+import type { Outcome } from '../../common/messages';
+import { fill, formatBytes, formatNumber, h } from '../dom';
+import { parseRows, parseSelections, readReply, ROW_COLUMNS, type RowColumn, type RowsPage, type SelectionSummary } from '../sampleReplies';
+import { AckLines, type Send } from './controls';
+
+export const PAGE_ROWS = 50;
+export const FORMATS = ['csv', 'parquet', 'json'] as const;
+export type ExportFormat = (typeof FORMATS)[number];
+
+export interface TableHooks {
+  send: Send;
+  /** The editor's folder dialog, when there is one. */
+  chooseFolder?: () => Promise<string | null>;
+}
+
+export interface Sorting {
+  sort: RowColumn;
+  descending: boolean;
+}
+
+/** The sorting after a click on `column`'s header: the same column reverses, another starts descending. */
+export function nextSorting(current: Sorting, column: RowColumn): Sorting {
+  return column === current.sort ? { sort: column, descending: !current.descending } : { sort: column, descending: true };
+}
+
+/** `rows 51–100 of 240` */
+export function pageLabel(page: Pick<RowsPage, 'offset' | 'total' | 'rows'>): string {
+  if (page.total === 0) return 'no rows';
+  return `rows ${page.offset + 1}–${page.offset + page.rows.length} of ${page.total}`;
+}
+
+export function describeExport(outcome: Outcome): string {
+  if (!outcome.ok) return `export failed: ${outcome.message} (${outcome.code})`;
+  const d = outcome.data;
+  return `export: ${String(d.path)} (${String(d.rows)} rows, ${formatBytes(Number(d.bytes))})`;
+}
+
+function cell(column: RowColumn, value: number | null): string {
+  if (value === null) return '–';
+  return column === 'index' || column === 'count' || column === 'label' ? String(value) : formatNumber(value);
+}
+
+export class SampleTable {
+  readonly element = h('section', { class: 'panel sample-table', 'aria-label': 'Samples of a selection' });
+  private readonly chooser = h('select', { 'aria-label': 'Selection', 'data-testid': 'selection' });
+  private readonly prev = h('button', { class: 'small', 'data-testid': 'rows-prev' }, '‹ Prev');
+  private readonly next = h('button', { class: 'small', 'data-testid': 'rows-next' }, 'Next ›');
+  private readonly pageText = h('span', { class: 'muted', 'data-testid': 'rows-page' });
+  private readonly body = h('div', { class: 'table-scroll' });
+  private readonly format = h('select', { 'aria-label': 'Export format', 'data-testid': 'export-format' }, ...FORMATS.map((f) => h('option', { value: f }, f)));
+  private readonly directory = h('input', { type: 'text', placeholder: '/folder/on/the/training/machine', 'aria-label': 'Export folder', 'data-testid': 'export-dir', size: 28 });
+  private readonly exportButton = h('button', { 'data-testid': 'export-selection', title: 'Write the whole selection to a file on the training machine' }, 'Export…');
+  private readonly ack = h('output', { class: 'ack', 'data-testid': 'export-ack', 'aria-live': 'polite' });
+  private readonly acks = new AckLines(this.ack);
+  private selections: SelectionSummary[] = [];
+  private page: RowsPage | null = null;
+  private sorting: Sorting = { sort: 'loss', descending: true };
+  private offset = 0;
+  /** The selection the table shows (kept when the list is fetched again). */
+  private shown = '';
+  private runKey = '';
+  private live = false;
+  private ticket = 0;
+
+  constructor(private readonly hooks: TableHooks) {
+    this.directory.hidden = Boolean(hooks.chooseFolder);
+    this.chooser.addEventListener('change', () => this.open(this.chooser.value));
+    this.prev.addEventListener('click', () => this.load(Math.max(0, this.offset - PAGE_ROWS)));
+    this.next.addEventListener('click', () => this.load(this.offset + PAGE_ROWS));
+    this.exportButton.addEventListener('click', () => void this.export());
+    this.element.append(
+      h('h3', {}, 'Selected samples'),
+      h('div', { class: 'toolbar' }, this.chooser, this.prev, this.next, this.pageText),
+      this.body,
+      h('div', { class: 'toolbar export-bar' }, this.format, this.directory, this.exportButton),
+      this.ack,
+    );
+    this.showRows();
+  }
+
+  show(runKey: string, live: boolean): void {
+    this.live = live;
+    this.updateButtons();
+    if (runKey === this.runKey) return;
+    this.runKey = runKey;
+    this.acks.show(runKey);
+    this.selections = [];
+    this.page = null;
+    this.shown = '';
+    this.ticket++;
+    this.showRows();
+    void this.listSelections(null);
+  }
+
+  /** List the run's selections and show `name` (`null`: the one shown, else the newest). */
+  async listSelections(name: string | null): Promise<void> {
+    if (!this.runKey || !this.live) return;
+    const key = this.runKey;
+    const outcome = await this.hooks.send({ type: 'selections' });
+    if (key !== this.runKey || !outcome.ok) return;
+    const read = readReply(parseSelections, outcome.data);
+    this.selections = 'error' in read ? [] : read.value;
+    fill(this.chooser, ...this.selections.map((s) => h('option', { value: s.name }, `${s.name} (${s.size}, ${s.split})`)));
+    const current = this.selections.some((s) => s.name === this.shown) ? this.shown : null;
+    const chosen = name ?? current ?? this.selections.at(-1)?.name ?? '';
+    if (chosen) this.open(chosen);
+    else this.showRows();
+  }
+
+  private open(name: string): void {
+    this.shown = name;
+    this.chooser.value = name;
+    this.load(0);
+  }
+
+  private load(offset: number): void {
+    const name = this.chooser.value;
+    if (!name) return;
+    const ticket = ++this.ticket;
+    const { sort, descending } = this.sorting;
+    void this.hooks.send({ type: 'selection_rows', name, offset, limit: PAGE_ROWS, sort, descending }).then((outcome) => {
+      if (ticket !== this.ticket) return;
+      const read = outcome.ok ? readReply(parseRows, outcome.data) : { error: outcome.message };
+      this.page = 'error' in read ? null : read.value;
+      if ('error' in read) this.pageText.textContent = `cannot read ${name}: ${read.error}`;
+      else this.offset = read.value.offset;
+      this.showRows();
+    });
+  }
+
+  private showRows(): void {
+    this.updateButtons();
+    const page = this.page;
+    if (!page) {
+      if (!this.chooser.value) {
+        this.pageText.textContent = '';
+        fill(this.body, h('p', { class: 'muted' }, 'No selection yet: drag across the histogram or pick a data-map region.'));
+      }
+      return;
+    }
+    this.pageText.textContent = pageLabel(page);
+    const head = h(
+      'tr',
+      {},
+      ...ROW_COLUMNS.map((column) => {
+        const sorted = column === this.sorting.sort;
+        const button = h('button', { class: 'sort', 'data-sort': column, 'aria-sort': sorted ? (this.sorting.descending ? 'descending' : 'ascending') : undefined }, column, sorted ? (this.sorting.descending ? ' ▾' : ' ▴') : '');
+        button.addEventListener('click', () => {
+          this.sorting = nextSorting(this.sorting, column);
+          this.load(0);
+        });
+        return h('th', {}, button);
+      }),
+    );
+    const rows = page.rows.map((row) => h('tr', { 'data-index': row.index ?? '' }, ...ROW_COLUMNS.map((c) => h('td', {}, cell(c, row[c])))));
+    fill(this.body, h('table', { 'data-testid': 'sample-rows' }, h('thead', {}, head), h('tbody', {}, ...rows)));
+  }
+
+  private updateButtons(): void {
+    const page = this.page;
+    this.prev.disabled = !this.live || !page || page.offset === 0;
+    this.next.disabled = !this.live || !page || page.offset + page.rows.length >= page.total;
+    this.exportButton.disabled = !this.live || !this.chooser.value;
+    this.chooser.disabled = !this.live;
+  }
+
+  private async export(): Promise<void> {
+    const key = this.runKey;
+    const name = this.chooser.value;
+    const directory = this.hooks.chooseFolder ? await this.hooks.chooseFolder() : this.directory.value.trim();
+    if (directory === null) return;
+    if (!directory) {
+      this.acks.set(key, 'export: type the absolute path of a folder on the training machine first', 'error');
+      this.directory.focus();
+      return;
+    }
+    const format = this.format.value as ExportFormat;
+    const outcome = await this.acks.track(key, 'export', this.hooks.send({ type: 'export_selection', name, format, directory }));
+    this.acks.set(key, describeExport(outcome), outcome.ok ? 'ok' : 'error');
+  }
+}
