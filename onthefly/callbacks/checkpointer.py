@@ -76,6 +76,7 @@ class Checkpointer(Callback):
         self.ring = CheckpointRing(Path(RING_FOLDER), checkpoints, checkpoint_bytes)
         self._trainer: Any = None
         self._trained = 0
+        self._native = False
         self._fit_start_rng: rng.RngState | None = None
         self._saved: resume.SavedState | None = None
         for kind, handler in (
@@ -94,6 +95,7 @@ class Checkpointer(Callback):
         if stage != "fit":
             return
         self._trainer = trainer
+        self._native = not is_lightning(trainer)
         workdir = self.session.workdir
         # Also on exits that skip teardown; RunSession.close removes it in the normal case.
         weakref.finalize(self, shutil.rmtree, str(workdir), True)
@@ -113,13 +115,14 @@ class Checkpointer(Callback):
         self._fit_start_rng = rng.capture()
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        loaders.track(trainer, self._fit_start_rng)
+        loaders.track(trainer, self._fit_start_rng, self.session.has_commands)
         if self._saved is not None:
             resume.arm_lightning(trainer, self._saved)
             self._saved = None
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        loaders.track(trainer, self._fit_start_rng)  # Lightning may have reloaded the loaders
+        # Lightning may have reloaded the loaders
+        loaders.track(trainer, self._fit_start_rng, self.session.has_commands)
         self._trained = 0
 
     def on_train_batch_start(
@@ -131,6 +134,8 @@ class Checkpointer(Callback):
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._trained = batch_idx + 1
+        if self._native:  # fetches up to here need no RNG state (see data_position)
+            loaders.mark_trained(trainer, self._trained)
 
     # ------------------------------------------------------------------ public API
 

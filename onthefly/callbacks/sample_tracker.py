@@ -128,9 +128,6 @@ class SampleTracker(Callback):
             return
         self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), ids, values)
 
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
-        self._buffer.flush()
-
     # ------------------------------------------------------------------ public
 
     def flush(self) -> None:

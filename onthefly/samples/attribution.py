@@ -56,6 +56,11 @@ class IndexRecorder:
         if self.active and generation == self._generation:
             self._pending.append(item)
 
+    def drop(self, count: int) -> None:
+        """Forget the ``count`` oldest index lists (batches skipped, never delivered)."""
+        for _ in range(min(count, len(self._pending))):
+            self._pending.popleft()
+
     def pop(self) -> Any:
         """The oldest undelivered index list, or ``None``."""
         return self._pending.popleft() if self._pending else None
@@ -70,10 +75,26 @@ def _recording_class(cls: type, recorder: IndexRecorder) -> type:
 
     namespace = {
         "__iter__": __iter__,
+        "_onthefly_recorder": recorder,
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
     }
     return type(cls.__name__, (cls,), namespace)
+
+
+def drop_recorded(loader: Any, count: int) -> None:
+    """Forget the ``count`` oldest index lists recorded from ``loader``'s sampler.
+
+    A resumed epoch skips the batches already trained on by drawing them from the loader;
+    their index lists were recorded but will never be trained on, so the recording must drop
+    them to stay in step with the batches. A no-op for a loader that is not recorded.
+    """
+    sampler = getattr(loader, "batch_sampler", None)
+    if sampler is None:
+        sampler = getattr(loader, "sampler", None)
+    recorder = getattr(type(sampler), "_onthefly_recorder", None)
+    if isinstance(recorder, IndexRecorder):
+        recorder.drop(count)
 
 
 class SamplerTaps:

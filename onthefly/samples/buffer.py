@@ -9,6 +9,7 @@ host side receives :class:`Chunk` s in batch order.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable
@@ -40,62 +41,109 @@ class Chunk:
         return int(self.ids.shape[0])
 
 
-@dataclass
-class _Row:
-    step: int
-    epoch: int
-    ids: Ids
-    values: SampleValues
+_Row = tuple[int, int, Ids, SampleValues]
+"""One training batch as recorded: step, epoch, sample ids, values (a plain tuple: cheap)."""
+
+# The device columns: name, host dtype, the value of a sample whose batch lacks the column.
+_COLUMNS = (
+    ("loss", np.float32, np.nan),
+    ("correct", np.float32, np.nan),
+    ("label", np.float64, np.nan),
+    ("predicted", np.int64, -1),
+)
 
 
 @dataclass
 class _Transfer:
+    """The batches of one copy: each column concatenated once, copied to the host once."""
+
     rows: list[_Row]
-    parts: dict[str, tuple[list[int], _Part]] = field(default_factory=dict)
+    sizes: np.ndarray
+    parts: dict[str, _Part] = field(default_factory=dict)
 
     def ready(self) -> bool:
-        return all(part.ready() for _, part in self.parts.values())
+        return all(part.ready() for part in self.parts.values())
 
     def wait(self) -> None:
-        for _, part in self.parts.values():
+        for part in self.parts.values():
             part.wait()
 
     def chunk(self) -> Chunk:
-        sizes = np.array([len(row.ids) for row in self.rows], dtype=np.int64)
-        starts = np.concatenate([[0], np.cumsum(sizes)])
-
-        def column(name: str, dtype: type, fill: float) -> np.ndarray:
-            out: np.ndarray = np.full(int(starts[-1]), fill, dtype=dtype)
-            if name in self.parts:
-                rows, part = self.parts[name]
-                host = part.host.numpy()
-                offset = 0
-                for index in rows:
-                    size = int(sizes[index])
-                    out[starts[index] : starts[index] + size] = host[offset : offset + size]
-                    offset += size
-            return out
-
-        ids = column("ids", np.int64, -1)
-        for index, row in enumerate(self.rows):
-            if not isinstance(row.ids, torch.Tensor):
-                ids[starts[index] : starts[index + 1]] = np.asarray(row.ids, dtype=np.int64)
-        loss = column("loss", np.float32, np.nan)
-        label = column("label", np.float64, np.nan)
-        correct = column("correct", np.float32, np.nan)
+        columns = {
+            name: _host(self.parts.get(name), dtype, fill, int(self.sizes.sum()))
+            for name, dtype, fill in _COLUMNS
+        }
+        loss, correct, label = columns["loss"], columns["correct"], columns["label"]
         if "predicted" in self.parts:
-            ignore = next((r.values.ignore for r in self.rows if r.values.ignore is not None), None)
-            predicted = column("predicted", np.int64, -1)
-            from_classes = host_values(loss, label, predicted, ignore)
+            ignore = next((r[3].ignore for r in self.rows if r[3].ignore is not None), None)
+            from_classes = host_values(loss, label, columns["predicted"], ignore)
             correct = np.where(np.isnan(correct), from_classes, correct)
+        rows = self.rows
         return Chunk(
-            ids=ids,
+            ids=self._ids(),
             loss=loss,
             correct=correct,
             label=label,
-            step=np.repeat(np.array([r.step for r in self.rows], dtype=np.int64), sizes),
-            epoch=np.repeat(np.array([r.epoch for r in self.rows], dtype=np.int32), sizes),
+            step=np.repeat(np.fromiter((r[0] for r in rows), np.int64, len(rows)), self.sizes),
+            epoch=np.repeat(np.fromiter((r[1] for r in rows), np.int32, len(rows)), self.sizes),
         )
+
+    def _ids(self) -> np.ndarray:
+        rows = self.rows
+        if "ids" not in self.parts:  # index lists from the sampler (or counter ranges)
+            total = int(self.sizes.sum())
+            flat = itertools.chain.from_iterable(r[2] for r in rows)
+            return np.fromiter(flat, np.int64, total)
+        # Some batches carried their ids as tensors (copied with the values), others not.
+        from_device = self.parts["ids"].host.numpy()
+        out = []
+        offset = 0
+        for _, _, ids, _ in rows:
+            if isinstance(ids, torch.Tensor):
+                out.append(from_device[offset : offset + len(ids)])
+                offset += len(ids)
+            else:
+                out.append(np.asarray(ids, dtype=np.int64))
+        return np.concatenate(out).astype(np.int64, copy=False)
+
+
+def _host(part: _Part | None, dtype: type, fill: float, total: int) -> np.ndarray:
+    if part is None:
+        return np.full(total, fill, dtype=dtype)
+    return part.host.numpy().astype(dtype)
+
+
+def _classes(predicted: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+    """Predicted classes from batches that left their ``[B, C]`` scores (argmax deferred):
+    one argmax for the whole copy instead of one kernel per training step."""
+    scores = [t for t in predicted if t is not None and t.ndim == 2]
+    if not scores:
+        return predicted
+    if len(scores) == len(predicted) and len({t.shape[1] for t in scores}) == 1:
+        return [torch.cat(scores).argmax(1)]
+    return [t.argmax(1) if t is not None and t.ndim == 2 else t for t in predicted]
+
+
+def _column(rows: list[_Row], name: str, sizes: np.ndarray) -> torch.Tensor | None:
+    """One column of every batch as one tensor; batches without it get ``NaN``/``-1``."""
+    tensors: list[torch.Tensor | None] = [getattr(row[3], name) for row in rows]
+    if name == "predicted":
+        tensors = _classes(tensors)
+    present = [t for t in tensors if t is not None]
+    if not present:
+        return None
+    if len(present) < len(tensors):  # rare: the batches differ in what they report
+        like = present[0]
+        classes = name == "predicted"
+        fill = -1 if classes else float("nan")
+        dtype = like.dtype if classes else torch.float64
+        tensors = [
+            torch.full((int(size),), fill, dtype=dtype, device=like.device)
+            if t is None
+            else t.to(dtype)
+            for t, size in zip(tensors, sizes, strict=True)
+        ]
+    return torch.cat(tensors)  # type: ignore[arg-type]  # every column of SampleValues is one-dimensional
 
 
 class SampleBuffer:
@@ -126,10 +174,11 @@ class SampleBuffer:
 
     def add(self, step: int, epoch: int, ids: Ids, values: SampleValues) -> None:
         """Record one batch; never waits for the device."""
-        self._rows.append(_Row(step, epoch, ids, values))
-        if len(self._rows) >= self._every_steps:
+        rows = self._rows
+        rows.append((step, epoch, ids, values))
+        if len(rows) >= self._every_steps:
             self._start(time.monotonic())
-        elif len(self._rows) % 8 == 0:  # the clock is read every few batches only
+        elif len(rows) % 8 == 0:  # the clock is read every few batches only
             now = time.monotonic()
             if now - self._last_start >= self._every_s:
                 self._start(now)
@@ -143,26 +192,18 @@ class SampleBuffer:
         self._deliver(wait=True)
 
     def _start(self, now: float) -> None:
-        transfer = _Transfer(self._rows)
+        rows = self._rows
         self._rows = []
         self._last_start = now
-        columns: dict[str, tuple[list[int], list[torch.Tensor]]] = {}
-        for index, row in enumerate(transfer.rows):
-            values = row.values
-            for name, tensor in (
-                ("loss", values.loss),
-                ("correct", values.correct),
-                ("label", values.label),
-                ("predicted", values.predicted),
-                ("ids", row.ids if isinstance(row.ids, torch.Tensor) else None),
-            ):
-                if tensor is not None:
-                    rows, tensors = columns.setdefault(name, ([], []))
-                    rows.append(index)
-                    tensors.append(tensor.reshape(-1))
-        for name, (rows, tensors) in columns.items():
-            stacked = torch.cat(tensors)
-            transfer.parts[name] = (rows, _copy_to_host(stacked.device, [], stacked))
+        sizes = np.fromiter((len(row[2]) for row in rows), np.int64, len(rows))
+        transfer = _Transfer(rows, sizes)
+        columns = {name: _column(rows, name, sizes) for name, _, _ in _COLUMNS}
+        tensor_ids = [row[2] for row in rows if isinstance(row[2], torch.Tensor)]
+        if tensor_ids:
+            columns["ids"] = torch.cat(tensor_ids)
+        for name, stacked in columns.items():
+            if stacked is not None:
+                transfer.parts[name] = _copy_to_host(stacked.device, [], stacked)
         self._in_flight.append(transfer)
 
     def _deliver(self, wait: bool) -> None:

@@ -29,7 +29,7 @@ import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -58,19 +58,21 @@ class LossSpec:
     ignore_index: int | None = None
 
 
-@dataclass(frozen=True)
-class SampleValues:
+class SampleValues(NamedTuple):
     """One training batch's per-sample values, still on the device.
 
     With one class target per sample, the few operations that remain are left to the host
-    (``host_values``), so that each training step launches as few kernels as possible.
+    (``host_values``), so that each training step launches as few kernels as possible. A
+    named tuple: made at every training step, it must be cheap to create.
 
     Attributes:
         loss: ``[B]``; ``NaN`` for a sample without a valid target.
         correct: ``[B]``, the fraction of the sample's targets predicted right (class-index
             losses with several targets per sample), else ``None``.
         label: ``[B]`` the class target of each sample (one target per sample), else ``None``.
-        predicted: ``[B]`` the predicted class (one target per sample), else ``None``.
+        predicted: ``[B]`` the predicted class (one target per sample), else ``None``; or
+            the ``[B, C]`` scores themselves, their argmax left to the host copy (training
+            batches, see :meth:`Slot.report`).
         ignore: a sample whose ``label`` equals this has no valid target.
     """
 
@@ -181,7 +183,16 @@ def per_sample(
         return None
     # Detached inputs build no graph, so no ``no_grad`` context is needed (it costs time).
     preds, target = preds.detach(), target.detach()
-    elements = spec.unreduced(preds, target).detach()
+    elements = spec.unreduced(preds, target)
+    if (
+        spec.class_index
+        and elements.ndim == 1
+        and target.ndim == 1
+        and preds.ndim == 2
+        and elements.shape[0] == n
+        and not target.is_floating_point()
+    ):  # the common case, at every step: one class target per sample
+        return _one_target_values(spec, preds, target, elements, correctness)
     if elements.ndim == 0 or elements.numel() % n:
         return None
     if spec.class_index and _is_class_index(preds, target):
@@ -257,6 +268,10 @@ def _one_target_values(
 # ---------------------------------------------------------------------------- the armed slot
 
 
+DEFERRED_SCORES = 1 << 16
+"""Most score elements per batch kept for a deferred argmax (more: the argmax runs at once)."""
+
+
 @dataclass
 class Slot:
     """Receives the per-sample values of one training batch (the first report wins).
@@ -284,8 +299,16 @@ class Slot:
         if key not in self.specs:
             self.specs[key] = describe_loss(loss_fn)
         spec = self.specs[key]
-        if spec is not None:
-            self.values = per_sample(spec, preds, target, self.n)
+        if spec is None:
+            return
+        values = per_sample(spec, preds, target, self.n, correctness=False)
+        if values is not None and values.label is not None and values.correct is None:
+            # One class target per sample: keep the (small) scores and let the copy to the
+            # host take one argmax for many batches, instead of one kernel per step.
+            scores = preds.detach()
+            small = scores.numel() <= DEFERRED_SCORES
+            values = values._replace(predicted=scores if small else scores.argmax(1))
+        self.values = values
 
 
 _local = threading.local()

@@ -12,6 +12,7 @@ iterator from the armed wrappers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from onthefly.callbacks._driver import is_lightning
@@ -25,11 +26,21 @@ from onthefly.sessions.data_position import (
 from onthefly.sessions.rng import RngState
 
 
-def track(trainer: Any, fit_start_rng: RngState | None) -> None:
-    """Wrap the training loaders (idempotent; call at ``on_train_start`` and each epoch start)."""
+def track(
+    trainer: Any, fit_start_rng: RngState | None, watch: Callable[[], bool] | None = None
+) -> None:
+    """Wrap the training loaders (idempotent; call at ``on_train_start`` and each epoch start).
+
+    Args:
+        trainer: either driver's trainer.
+        fit_start_rng: the RNG state at ``on_fit_start`` (Lightning's first epoch).
+        watch: native: whether an export may come before a batch fetched now is trained
+            (see :attr:`TrackedIterator.watch`).
+    """
     if not is_lightning(trainer):
         if trainer.train_loader is not None:
             trainer.train_loader = TrackedLoader.wrap(trainer.train_loader)
+            trainer.train_loader.watch = watch
         return
     combined = trainer.fit_loop._combined_loader
     if combined is None:
@@ -46,6 +57,15 @@ def track(trainer: Any, fit_start_rng: RngState | None) -> None:
             else TrackedIterator(it, fit_start_rng, in_main_process(loader))
             for it, loader in zip(live, raw, strict=True)
         ]
+
+
+def mark_trained(trainer: Any, count: int) -> None:
+    """Native: ``count`` batches of the epoch are trained on (fetches up to there need no
+    RNG state). Lightning prefetches, so its iterators keep every fetch's state."""
+    loader = trainer.train_loader
+    iterator = loader.iterator if isinstance(loader, TrackedLoader) else None
+    if iterator is not None:
+        iterator.trained = count
 
 
 def positions(trainer: Any, consumed: int) -> list[DataPosition]:

@@ -27,3 +27,18 @@ def test_batches_are_shipped_every_n_steps_and_on_flush() -> None:
     buffer.flush()
     assert chunks[1].ids.tolist() == [10, 11]
     assert chunks[1].label.tolist() == [4.0, 5.0] and chunks[1].epoch.tolist() == [1, 1]
+
+
+def test_scores_left_for_the_copy_give_the_same_correctness_as_classes() -> None:
+    chunks: list[Chunk] = []
+    buffer = SampleBuffer(chunks.append, every_steps=100, every_s=3600)
+    loss, label = torch.tensor([0.1, 0.2]), torch.tensor([1, 0])
+    scores = torch.tensor([[0.0, 2.0], [0.0, 1.0]])  # predicts 1, 1: right, wrong
+    buffer.add(1, 0, [0, 1], SampleValues(loss, None, label, scores, -100))
+    buffer.add(2, 0, [2, 3], SampleValues(loss, None, label, scores, -100))
+    buffer.flush()  # all scores: one argmax for the copy
+    buffer.add(3, 0, [4, 5], SampleValues(loss, None, label, scores, -100))
+    buffer.add(4, 0, [6, 7], SampleValues(loss, None, label, torch.tensor([0, 0]), -100))
+    buffer.flush()  # scores and classes mixed
+    assert chunks[0].correct.tolist() == [1.0, 0.0, 1.0, 0.0]
+    assert chunks[1].correct.tolist() == [1.0, 0.0, 0.0, 1.0]
