@@ -44,17 +44,22 @@ class HealthMonitor(Callback):
     Args:
         session: the run's shared session (the command is registered on it).
         history_steps: training steps kept for the instability check.
+        clock: a step clock another part already stamps at every batch (``OnTheFly`` shares
+            :attr:`Telemetry.clock`); ``None``: the monitor keeps and stamps its own.
 
     Example:
         >>> from onthefly.callbacks.session import RunSession
         >>> monitor = HealthMonitor(RunSession("demo"))  # usually created by ``OnTheFly``
     """
 
-    def __init__(self, session: RunSession, history_steps: int = 2000) -> None:
+    def __init__(
+        self, session: RunSession, history_steps: int = 2000, clock: StepClock | None = None
+    ) -> None:
         self.session = session
         self.history = health.StepHistory(history_steps)
         self.results: dict[str, dict[str, Any]] = {}
-        self._clock = StepClock()
+        self._stamps = clock is None  # a shared clock is stamped by its owner
+        self._clock = StepClock() if clock is None else clock
         self._batch: Any = None
         self._batch_idx = 0
         self._attempted = 0
@@ -62,7 +67,8 @@ class HealthMonitor(Callback):
         self._handles: list[RemovableHandle] = []
         session.commands.register("health", self._on_command)
         session.listen("metrics", self.history.record)
-        session.on_quiet(self._clock.forget_gap)
+        if self._stamps:
+            session.on_quiet(self._clock.forget_gap)
 
     # ------------------------------------------------------------------ hooks
 
@@ -75,7 +81,8 @@ class HealthMonitor(Callback):
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
-        self._clock.batch_started(batch)
+        if self._stamps:
+            self._clock.batch_started(batch)
         self._batch, self._batch_idx = batch, batch_idx
 
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
@@ -84,10 +91,12 @@ class HealthMonitor(Callback):
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self._clock.batch_ended()
+        if self._stamps:
+            self._clock.batch_ended()
 
     def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
-        self._clock.forget_gap()
+        if self._stamps:
+            self._clock.forget_gap()
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self._release()

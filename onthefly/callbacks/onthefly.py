@@ -4,7 +4,7 @@ It bundles the parts (:class:`Checkpointer`, :class:`Telemetry`, :class:`TestLau
 :class:`HealthMonitor`, :class:`HparamEditor`, :class:`PauseGate`) around
 one shared :class:`RunSession`, opens the session when ``fit`` is set up (global rank 0
 only) and closes it when ``fit`` ends, fails or is interrupted, so the discovery file never
-outlives the run. Every Lightning hook is forwarded to the parts in order.
+outlives the run. Every other Lightning hook goes to the parts, in order.
 """
 
 from __future__ import annotations
@@ -130,12 +130,12 @@ class OnTheFly(Callback):
             if track_samples
             else None
         )
-        self.health_monitor = HealthMonitor(self.session)
+        self.health_monitor = HealthMonitor(self.session, clock=self.telemetry.clock)
         self.hparam_editor = HparamEditor(self.session)
         self.pause_gate = PauseGate(self.session, hold_at_end=do_test_after, keep_alive=keep_alive)
         self.checkpointer = Checkpointer(self.session, resume_from, checkpoints, checkpoint_bytes)
         # Order matters at a batch end: record the step, then test, then pause or hold.
-        self.parts: list[Callback] = [
+        self.parts = [
             self.checkpointer,  # first: it counts each batch before any part acts on it
             self.telemetry,
             *([self.sample_tracker] if self.sample_tracker is not None else []),
@@ -144,10 +144,53 @@ class OnTheFly(Callback):
             self.hparam_editor,
             self.pause_gate,
         ]
+
+    @property
+    def parts(self) -> list[Callback]:
+        """The parts, in the order their hooks run; assign a new list to change them."""
+        return self._parts
+
+    @parts.setter
+    def parts(self, parts: list[Callback]) -> None:
+        self._parts = list(parts)
         self._part_hooks = HookTable()
+        self._install_hooks()
+
+    def hook_implementations(self, hook: str) -> list[Callable[..., Any]] | None:
+        """The parts' own implementations of ``hook``, for a trainer that calls them itself.
+
+        The native trainer calls these directly instead of going through this callback
+        (several hooks fire per step); ``None`` for the hooks this callback (or a subclass)
+        handles itself.
+
+        Args:
+            hook: a Lightning hook name, e.g. ``"on_train_batch_end"``.
+        """
+        if hook in _OWN_HOOKS or getattr(type(self), hook, None) is not getattr(
+            Callback, hook, None
+        ):
+            return None
+        return self._part_hooks.hooks(self.parts, hook)
+
+    def _install_hooks(self) -> None:
+        # Every other Lightning hook goes to the parts unchanged. Each is set on the instance,
+        # resolved once: no part implements it -> None (Lightning skips what is not callable,
+        # profiler and all); one part -> that part's method itself; several -> one loop.
+        for hook in _FORWARDED:
+            if getattr(type(self), hook) is not getattr(Callback, hook):
+                continue  # a subclass's own hook
+            methods = self._part_hooks.hooks(self.parts, hook)
+            if not methods:
+                if hook in _CALLED_UNCHECKED:
+                    vars(self).pop(hook, None)  # back to Callback's empty default
+                else:
+                    setattr(self, hook, None)
+            elif len(methods) == 1:
+                setattr(self, hook, methods[0])
+            else:
+                setattr(self, hook, _fan_out(tuple(methods)))
 
     def _forward(self, hook: str, trainer: Any, pl_module: Any, *args: Any, **kwargs: Any) -> None:
-        # Several hooks fire per step: only the parts with a hook of their own are called.
         for method in self._part_hooks.hooks(self.parts, hook):
             method(trainer, pl_module, *args, **kwargs)
 
@@ -189,19 +232,26 @@ class OnTheFly(Callback):
             log.error("OnTheFly could not start its session (%s); training goes on without it", exc)
 
 
-def _forwarder(hook: str) -> Callable[..., None]:
-    def forward(self: OnTheFly, trainer: Any, pl_module: Any, *args: Any, **kwargs: Any) -> None:
-        self._forward(hook, trainer, pl_module, *args, **kwargs)
+def _fan_out(methods: tuple[Callable[..., Any], ...]) -> Callable[..., None]:
+    def forward(trainer: Any, pl_module: Any, *args: Any, **kwargs: Any) -> None:
+        for method in methods:
+            method(trainer, pl_module, *args, **kwargs)
 
-    forward.__name__ = forward.__qualname__ = hook
-    forward.__doc__ = f"Forwards ``{hook}`` to each part, in order."
     return forward
 
 
-# Every other hook of Lightning's Callback goes to the parts unchanged.
-for _hook in [name for name in vars(Callback) if name.startswith("on_")]:
-    if _hook not in vars(OnTheFly):
-        setattr(OnTheFly, _hook, _forwarder(_hook))
+_OWN_HOOKS = frozenset(
+    name for name in vars(OnTheFly) if callable(vars(Callback).get(name)) and name != "__init__"
+)
+"""The hooks :class:`OnTheFly` handles itself (it opens and closes the session in them)."""
+
+_FORWARDED = tuple(
+    name for name in vars(Callback) if name.startswith("on_") and name not in _OWN_HOOKS
+)
+"""The hooks that go to the parts unchanged."""
+
+_CALLED_UNCHECKED = frozenset({"on_save_checkpoint", "on_load_checkpoint"})
+"""Hooks Lightning calls without checking that they are callable: never set to ``None``."""
 
 
 def _check_options(project: Any, run_name: Any, port: Any, keep_alive: Any, log_level: Any) -> None:

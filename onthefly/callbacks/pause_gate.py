@@ -68,24 +68,30 @@ class PauseGate(Callback):
     ) -> None:
         # Commands that came in during validation or the epoch change; in a distributed run
         # they wait for the batch end, where all ranks agree.
-        if self.session.active and not distributed(trainer):
+        session = self.session
+        waiting = session.state == "paused" or session.has_commands()
+        if waiting and not distributed(trainer):
             boundary = Boundary(trainer, pl_module)
-            self.session.drain(boundary)
+            session.drain(boundary)
             self._wait(boundary)
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        boundary = Boundary(trainer, pl_module)
-        if self.session.active:
-            self.session.drain(boundary)
-        at_end = self.hold_at_end and not trainer.should_stop
-        if at_end and limits.is_final_step(trainer, batch_idx):
-            self._enter_hold(boundary)
+        # The Boundary is built only when something happens here: most steps just go on.
+        session = self.session
+        if session.has_commands():
+            session.drain(Boundary(trainer, pl_module))
+        if (
+            self.hold_at_end
+            and not trainer.should_stop
+            and limits.is_final_step(trainer, batch_idx)
+        ):
+            self._enter_hold(Boundary(trainer, pl_module))
         if distributed(trainer):
-            self._follow(boundary)
-        else:
-            self._wait(boundary)
+            self._follow(Boundary(trainer, pl_module))
+        elif session.state == "paused":
+            self._wait(Boundary(trainer, pl_module))
         self._at_end = False
 
     # ------------------------------------------------------------------ the boundary

@@ -164,6 +164,11 @@ class RunSession:
             "epoch": int(trainer.current_epoch),
         }
 
+    def has_commands(self) -> bool:
+        """Whether commands wait in the inbox (cheap: asked at every batch boundary)."""
+        server = self._server
+        return server is not None and not server.inbox.empty()
+
     def drain(self, boundary: Boundary) -> None:
         """Run every command already waiting in the inbox; never blocks."""
         server = self._server

@@ -68,7 +68,13 @@ class Telemetry(Callback):
         self._epoch_before: dict[str, int] = {}
         self._step_names: set[str] = {"loss"}
         self._failed: set[str] = set()
+        self._lightning = False
         session.on_quiet(self._quiet)
+
+    @property
+    def clock(self) -> StepClock:
+        """Step and data-wait timing, stamped at every training batch (other parts may read it)."""
+        return self._clock
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -76,6 +82,7 @@ class Telemetry(Callback):
         if not self.session.active:
             return
         self._last_step = trainer.global_step
+        self._lightning = is_lightning(trainer)  # asked at every step: once per fit is enough
         self._logs.install()
         self._sampler = RuntimeSampler(
             self._clock,
@@ -114,7 +121,7 @@ class Telemetry(Callback):
         if not self.session.active:
             return
         # A native trainer that clips computes the norm anyway: reuse it (see _record_step).
-        clipping = not is_lightning(trainer) and getattr(trainer, "grad_norm", None) is not None
+        clipping = not self._lightning and getattr(trainer, "grad_norm", None) is not None
         # try/except rather than _guarded: this runs at every step (no generator to create).
         try:
             self._optimizer_values.update(optimizer_values(trainer, optimizer, not clipping))
@@ -191,7 +198,7 @@ class Telemetry(Callback):
         if logged:
             self._step_names.update(logged)
         values: dict[str, Value] = {**logged, **self._optimizer_values}
-        lightning = is_lightning(trainer)
+        lightning = self._lightning
         if not lightning:
             values.update(_native_clip_norm(trainer))
         loss = _mean(self._losses, summed=lightning)
@@ -219,7 +226,7 @@ class Telemetry(Callback):
             return
         with self._guarded(f"report {split} results"):
             values = _logged.eval_values(trainer, self._eval_before)
-            self._publish_values(trainer, split, values)
+            self._publish_values(trainer, split, without_split_prefix(values, split))
 
     def _publish_values(self, trainer: Any, split: str, values: dict[str, _logged.Scalar]) -> None:
         self.session.publish(
@@ -260,6 +267,35 @@ def optimizer_values(trainer: Any, optimizer: Any, with_norm: bool = True) -> di
     return values
 
 
+def without_split_prefix(values: dict[str, Any], split: str) -> dict[str, Any]:
+    """Evaluation results named without their split: ``val_loss`` and ``val/loss`` -> ``loss``.
+
+    Results are published with ``split="val"`` (or ``"test"``) and shown as ``val/<name>``;
+    the prefix users and the native trainer put in the name would otherwise show twice
+    (``val/val_loss``). A name that is only the prefix, or whose bare form is logged as well,
+    is kept as it is.
+
+    Args:
+        values: the results, by the name they were logged under.
+        split: ``"val"`` or ``"test"``.
+
+    Example:
+        >>> without_split_prefix({"val_loss": 0.5, "val/acc": 0.9, "f1": 0.7}, "val")
+        {'loss': 0.5, 'acc': 0.9, 'f1': 0.7}
+    """
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        bare = name
+        for prefix in (f"{split}_", f"{split}/"):
+            if name.startswith(prefix) and len(name) > len(prefix):
+                bare = name[len(prefix) :]
+                break
+        if bare != name and (bare in values or bare in out):
+            bare = name  # both spellings logged: keep them apart
+        out[bare] = value
+    return out
+
+
 def grad_norms(parameters: Any) -> Norms | None:
     """The L2 norm of each parameter's gradient, as device tensors (no host sync): one fused
     ``torch._foreach_norm``. Their global norm is taken when the step ships
@@ -292,7 +328,5 @@ def _mean(losses: list[torch.Tensor], summed: bool) -> torch.Tensor | None:
 def _native_clip_norm(trainer: Any) -> dict[str, _logged.Scalar]:
     # The native trainer exposes the norm clip_grad_norm_ returned when it clipped: the same
     # quantity as ours (total norm before clipping), for this step.
-    if is_lightning(trainer):
-        return {}
     norm = _logged.scalar_or_none(getattr(trainer, "grad_norm", None))
     return {} if norm is None else {"grad_norm": norm}

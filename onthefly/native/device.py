@@ -37,7 +37,13 @@ def to_device(batch: Any, device: torch.device) -> Any:
     """
     kind = type(batch)
     if kind is tuple or kind is list:  # the usual (x, y) batch, first and without ABC checks
-        return kind([to_device(v, device) for v in batch])
+        # Tensors already in place are kept inline: no call per item for a CPU run.
+        return kind(
+            [
+                v if type(v) is torch.Tensor and v.device == device else to_device(v, device)
+                for v in batch
+            ]
+        )
     if isinstance(batch, torch.Tensor):
         return batch if batch.device == device else batch.to(device)
     if isinstance(batch, Mapping):

@@ -37,6 +37,22 @@ def implementation(callback: object, name: str) -> Callable[..., Any] | None:
     return hook
 
 
+def implementations(callback: object, name: str) -> list[Callable[..., Any]]:
+    """What calling hook ``name`` on ``callback`` runs, as a list of bound methods.
+
+    A callback that bundles others may say which of their methods its hook would forward to
+    (``hook_implementations(name)``, ``None`` when it handles the hook itself): calling
+    those directly saves a forwarding call per hook, several times per step.
+    """
+    expand = getattr(callback, "hook_implementations", None)
+    if callable(expand):
+        methods = expand(name)
+        if methods is not None:
+            return list(methods)
+    hook = implementation(callback, name)
+    return [] if hook is None else [hook]
+
+
 class HookTable:
     """Per hook name, the bound methods of the callbacks that implement it, in order.
 
@@ -59,8 +75,9 @@ class HookTable:
             self._table, self._built_from = {}, list(callbacks)
         found = self._table.get(name)
         if found is None:
-            implemented = (implementation(callback, name) for callback in callbacks)
-            found = self._table[name] = [hook for hook in implemented if hook is not None]
+            found = self._table[name] = [
+                hook for callback in callbacks for hook in implementations(callback, name)
+            ]
         return found
 
 
@@ -115,7 +132,11 @@ class Hooks:
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Call hook ``name`` on every callback that has it."""
-        hooks = self._table.hooks(self.callbacks, name)
+        table = self._table
+        # The table's fast path inlined: this runs several times per step.
+        hooks = table._table.get(name) if table._built_from == self.callbacks else None
+        if hooks is None:
+            hooks = table.hooks(self.callbacks, name)
         if hooks:
             trainer = self._trainer
             model = trainer.lightning_module

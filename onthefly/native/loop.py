@@ -118,12 +118,16 @@ class FitLoop:
             batch_idx,
         )
         steps_before = trainer.global_step
-        with trainer._hooks.paired("train_batch", batch, batch_idx) as end:
-            outputs = checked_output(trainer._training_step(batch, state), "training")
-            trainer.callback_metrics.update(outputs)
-            # Per-step schedules follow real optimizer steps (none while accumulating).
-            stepped = trainer.global_step > steps_before
-            if stepped and trainer.scheduler is not None and trainer.scheduler_interval == "step":
-                trainer.scheduler.step()
-            end.args = (outputs, batch, batch_idx)
-        trainer._progress.advance(trainer.global_step, outputs["loss"])
+        # hooks.paired spelt out: this runs at every batch. If the step raises, the end hook is
+        # skipped, as in Lightning (the exception goes to on_exception instead).
+        hooks = trainer._hooks
+        hooks.call("on_train_batch_start", batch, batch_idx)
+        outputs = checked_output(trainer._training_step(batch, state), "training")
+        trainer.callback_metrics.update(outputs)
+        # Per-step schedules follow real optimizer steps (none while accumulating).
+        stepped = trainer.global_step > steps_before
+        if stepped and trainer.scheduler is not None and trainer.scheduler_interval == "step":
+            trainer.scheduler.step()
+        hooks.call("on_train_batch_end", outputs, batch, batch_idx)
+        if trainer._progress.enabled:
+            trainer._progress.advance(trainer.global_step, outputs["loss"])

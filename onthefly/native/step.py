@@ -121,7 +121,7 @@ class DefaultTrainingStep:
         scaler.step(optimizer)
         scaler.update()
         _update_metrics(state, preds, target)
-        return {"loss": loss.detach()}
+        return {"loss": loss}  # detached once, by checked_output
 
 
 def default_evaluation_step(batch: Any, state: StepState) -> dict[str, Any]:
@@ -137,7 +137,11 @@ def checked_output(output: Any, step: str) -> dict[str, Any]:
     Raises:
         ConfigurationError: when the step did not return a dict holding a ``"loss"`` tensor.
     """
-    if not isinstance(output, Mapping) or not isinstance(output.get("loss"), torch.Tensor):
+    # The usual dict is recognised without the ABC checks (this runs at every step).
+    usual = type(output) is dict and type(output.get("loss")) is torch.Tensor
+    if not usual and (
+        not isinstance(output, Mapping) or not isinstance(output.get("loss"), torch.Tensor)
+    ):
         got = f"a dict with keys {sorted(output)}" if isinstance(output, Mapping) else repr(output)
         raise ConfigurationError(
             f"the {step} step returned {got}; expected a dict holding a 'loss' tensor, e.g. "

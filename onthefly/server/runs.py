@@ -22,10 +22,12 @@ from onthefly.protocol import (
     HparamChange,
     LogEvent,
     LogRecord,
+    Metrics,
     MetricsEvent,
     RunInfo,
     RunSnapshot,
     RunStarted,
+    RunState,
     RuntimeEvent,
     ScanProgress,
     Snapshot,
@@ -64,11 +66,27 @@ def split_of(key: str) -> tuple[str, str]:
 
 @dataclass
 class _Run:
-    info: RunInfo
+    """One run's state. What changes at every event (state, step, epoch, latest values) is
+    kept in plain fields: a pydantic model is built only when a client asks (:meth:`info`)."""
+
+    announced: RunInfo  # as the run was announced; its changing fields are the ones below
+    state: RunState
+    step: int
+    epoch: int
+    latest: Metrics
     epoch_starts: list[int] = field(default_factory=list)
     history: SeriesStore = field(default_factory=SeriesStore)
     hparam_changes: list[HparamChange] = field(default_factory=list)
     health: dict[str, HealthResult] = field(default_factory=dict)  # latest per check
+
+    @classmethod
+    def of(cls, info: RunInfo) -> _Run:
+        return cls(info, info.state, info.step, info.epoch, dict(info.latest))
+
+    def info(self) -> RunInfo:
+        """The run as a new model (safe to serialise outside the broker's lock)."""
+        live = {"state": self.state, "step": self.step, "epoch": self.epoch}
+        return self.announced.model_copy(update={**live, "latest": dict(self.latest)})
 
 
 @dataclass(frozen=True)
@@ -100,11 +118,11 @@ class RunTable:
 
     def infos(self) -> list[RunInfo]:
         """Every run, in creation order (copies: safe to serialise outside the lock)."""
-        return [run.info.model_copy(deep=True) for run in self._runs.values()]
+        return [run.info() for run in self._runs.values()]
 
     def info(self, run: str) -> RunInfo:
         """One run (a copy). Raises ``KeyError`` for an unknown run."""
-        return self._runs[run].info.model_copy(deep=True)
+        return self._runs[run].info()
 
     def window(self, run: str, split: str, name: str, start: int | None, end: int | None) -> Window:
         """A copy of a metric's points between two steps. Raises ``KeyError`` for an unknown run."""
@@ -113,27 +131,29 @@ class RunTable:
     def apply(self, event: StreamModel) -> None:
         """Fold one validated event into the state (its run must exist, unless it creates it)."""
         if isinstance(event, RunStarted):
-            self._runs[event.run] = _Run(info=event.info.model_copy(deep=True))
+            self._runs[event.run] = _Run.of(event.info)
             return
         if isinstance(event, LogEvent):
             self._logs.append(event.record)
             return
         run = self._runs[event.run]
-        info = run.info
         if isinstance(event, MetricsEvent):
-            run.history.add(event.split, event.step, event.values)
-            info.latest.update({series_key(event.split, k): v for k, v in event.values.items()})
-            if event.split == "train":
-                info.step, info.epoch = event.step, event.epoch
+            split, values = event.split, event.values
+            run.history.add(split, event.step, values)
+            if split == "train":
+                run.latest.update(values)
+                run.step, run.epoch = event.step, event.epoch
+            else:
+                run.latest.update({series_key(split, k): v for k, v in values.items()})
         elif isinstance(event, StatusChanged):
-            info.state, info.step, info.epoch = event.state, event.step, event.epoch
+            run.state, run.step, run.epoch = event.state, event.step, event.epoch
         elif isinstance(event, EpochEvent):
             run.epoch_starts.append(event.step)
-            info.step, info.epoch = event.step, event.epoch
+            run.step, run.epoch = event.step, event.epoch
         elif isinstance(event, TestResult):
-            values = {**event.metrics, "loss": event.loss}
-            run.history.add("test", event.step, values)
-            info.latest.update({series_key("test", k): v for k, v in values.items()})
+            test_values = {**event.metrics, "loss": event.loss}
+            run.history.add("test", event.step, test_values)
+            run.latest.update({series_key("test", k): v for k, v in test_values.items()})
         elif isinstance(event, HparamChange):
             run.hparam_changes.append(event)
         elif isinstance(event, HealthResult):
@@ -144,7 +164,8 @@ class RunTable:
         a run of the same id is replaced."""
         for saved in runs:
             fields = saved.model_dump(include=set(RunInfo.model_fields))
-            run = _Run(info=RunInfo.model_validate(fields), epoch_starts=list(saved.epoch_starts))
+            run = _Run.of(RunInfo.model_validate(fields))
+            run.epoch_starts = list(saved.epoch_starts)
             for key, series in saved.series.items():
                 split, name = split_of(key)
                 for step, value in zip(series.steps, series.values, strict=True):
@@ -164,7 +185,7 @@ class RunTable:
                 series_key(split, name): run.history.window(split, name)
                 for split, name in run.history.names()
             }
-            runs.append((run.info.model_copy(deep=True), list(run.epoch_starts), windows))
+            runs.append((run.info(), list(run.epoch_starts), windows))
         return Capture(seq=seq, runs=runs, logs=list(self._logs), markers=markers)
 
 

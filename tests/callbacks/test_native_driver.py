@@ -60,7 +60,7 @@ def test_native_trainer_streams_and_obeys_commands(onthefly_home: Path) -> None:
         assert {"loss", "lr", "grad_norm"} <= set(event["values"])
         assert math.isclose(event["values"]["grad_norm"], norms.norms[event["step"]], rel_tol=1e-6)
     val = client.of("metrics", split="val")
-    assert [(e["step"], "val_loss" in e["values"]) for e in val] == [(8, True), (16, True)]
+    assert [(e["step"], "loss" in e["values"]) for e in val] == [(8, True), (16, True)]
     assert [(e["epoch"], e["step"]) for e in client.of("epoch")] == [(0, 1), (1, 9)]
 
     results = client.of("test_result")

@@ -16,6 +16,7 @@ import torch
 
 import onthefly
 from onthefly import OnTheFly
+from onthefly.callbacks.telemetry import without_split_prefix
 from tests.callbacks.conftest import Connect
 from tests.callbacks.live import session_files
 from tests.callbacks.models import Tiny, lightning_trainer, loader
@@ -63,7 +64,7 @@ def test_a_fit_streams_steps_evaluations_epochs_runtime_and_logs(onthefly_home: 
         assert 0.0 <= values["train_acc"] <= 1.0
 
     val = client.of("metrics", split="val")  # the sanity check is not reported
-    assert [(e["step"], set(e["values"])) for e in val] == [(8, {"val_loss"}), (16, {"val_loss"})]
+    assert [(e["step"], set(e["values"])) for e in val] == [(8, {"loss"}), (16, {"loss"})]
     assert [(e["epoch"], e["step"]) for e in client.of("epoch")] == [(0, 1), (1, 9)]
 
     runtime = client.of("runtime")
@@ -171,3 +172,19 @@ def test_telemetry_that_cannot_read_a_step_warns_once_and_training_goes_on(
     trainer.fit(Tiny(), loader(64), loader(16))
     assert trainer.global_step == 8
     assert caplog.text.count("OnTheFly could not record a step; training goes on") == 1
+
+
+@pytest.mark.parametrize(
+    ("values", "split", "expected"),
+    [
+        ({"val_loss": 1.0, "val_acc": 0.5}, "val", {"loss": 1.0, "acc": 0.5}),
+        ({"val/loss": 1.0, "f1": 0.25}, "val", {"loss": 1.0, "f1": 0.25}),
+        ({"test_loss": 1.0, "val_loss": 2.0}, "test", {"loss": 1.0, "val_loss": 2.0}),
+        ({"val_": 1.0, "validation_loss": 2.0}, "val", {"val_": 1.0, "validation_loss": 2.0}),
+        ({"loss": 1.0, "val_loss": 2.0}, "val", {"loss": 1.0, "val_loss": 2.0}),
+    ],
+)
+def test_evaluation_names_lose_their_split_prefix(
+    values: dict[str, float], split: str, expected: dict[str, float]
+) -> None:
+    assert without_split_prefix(values, split) == expected
