@@ -251,7 +251,7 @@ class ScanProgress(EventBase):
     elapsed: FiniteFloat
 
 
-Event = Annotated[
+EventModel = (
     RunStarted
     | StatusChanged
     | MetricsEvent
@@ -261,9 +261,11 @@ Event = Annotated[
     | TestResult
     | HealthResult
     | HparamChange
-    | ScanProgress,
-    Field(discriminator="type"),
-]
+    | ScanProgress
+)
+"""Every stream event model (each carries the envelope and a ``seq``)."""
+
+Event = Annotated[EventModel, Field(discriminator="type")]
 
 
 # --------------------------------------------------------------------------- per-client messages

@@ -18,6 +18,7 @@ import logging
 import queue
 import threading
 import time
+import typing
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,25 +33,16 @@ from onthefly.protocol import (
     EXCLUSIVE_COMMANDS,
     SERVER_MESSAGE,
     Command,
-    EpochEvent,
     ErrorCode,
     ErrorInfo,
     ErrorReply,
-    HealthResult,
     Hello,
     History,
-    HparamChange,
-    LogEvent,
-    MetricsEvent,
     Reply,
     RunStarted,
-    RuntimeEvent,
-    ScanProgress,
     Series,
     Snapshot,
-    StatusChanged,
     Subscribe,
-    TestResult,
 )
 from onthefly.server.commands import Rejection, TokenBucket, condense, parse_command, read_id
 from onthefly.server.history import Window, decimate
@@ -64,19 +56,7 @@ RawEvent = tuple[str, str, float, dict[str, Any]]
 """What the training thread publishes: ``(run, kind, time, payload)``."""
 
 EVENT_MODELS: dict[str, type[StreamModel]] = {
-    model.model_fields["type"].default: model
-    for model in (
-        RunStarted,
-        StatusChanged,
-        MetricsEvent,
-        EpochEvent,
-        RuntimeEvent,
-        LogEvent,
-        TestResult,
-        HealthResult,
-        HparamChange,
-        ScanProgress,
-    )
+    model.model_fields["type"].default: model for model in typing.get_args(StreamModel)
 }
 """Stream event kinds and their models."""
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from onthefly.protocol import (
     SERVER_MESSAGE,
     EpochEvent,
+    EventModel,
     HealthResult,
     HparamChange,
     LogEvent,
@@ -28,26 +29,13 @@ from onthefly.protocol import (
     RunSnapshot,
     RunStarted,
     RunState,
-    RuntimeEvent,
-    ScanProgress,
     Snapshot,
     StatusChanged,
     TestResult,
 )
 from onthefly.server.history import SeriesStore, Window, decimate
 
-StreamModel = (
-    RunStarted
-    | StatusChanged
-    | MetricsEvent
-    | EpochEvent
-    | RuntimeEvent
-    | LogEvent
-    | TestResult
-    | HealthResult
-    | HparamChange
-    | ScanProgress
-)
+StreamModel = EventModel
 
 LOG_TAIL = 500
 """Log records kept for snapshots (the most recent ones)."""
