@@ -1,7 +1,7 @@
 """Train a small classifier with ``onthefly.Trainer`` and watch it live.
 
 Run ``python examples/native_quickstart.py`` and open the dashboard (VS Code: "OnTheFly: Show
-Dashboard", or ``onthefly dashboard``). ``ONTHEFLY_SESSION=0`` runs the same loop without the
+Dashboard", or the address it prints). ``ONTHEFLY_SESSION=0`` runs the same loop without the
 live session; ``--epochs N`` changes the length.
 """
 
