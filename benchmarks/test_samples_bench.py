@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,10 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 import onthefly
+from benchmarks.workloads import WORKLOADS, Workload, make_loader
 from onthefly.callbacks.sample_tracker import SampleTracker
 from onthefly.samples import export
 from onthefly.samples.capture import Slot, describe_loss
@@ -32,47 +32,6 @@ from onthefly.samples.store import SampleView
 
 ROUNDS = 7
 WARMUP = 10
-
-
-@dataclass(frozen=True)
-class Workload:
-    """The MLP and CNN workloads of ``test_training_overhead.py``."""
-
-    name: str
-    make_model: Any
-    features: tuple[int, ...]
-    classes: int
-    samples: int
-    batch_size: int
-    steps: int
-
-
-def _mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2))
-
-
-def _cnn() -> nn.Module:
-    """About 2.0M parameters on 3x32x32 inputs."""
-    return nn.Sequential(
-        nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(256 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, 10),
-    )  # fmt: skip
-
-
-WORKLOADS = [
-    Workload("mlp", _mlp, (32,), 2, 4096, 128, 256),
-    Workload("cnn", _cnn, (3, 32, 32), 10, 512, 32, 40),
-]
-
-
-def _loader(work: Workload, shuffle: bool = True) -> DataLoader[Any]:
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(work.samples, *work.features, generator=generator)
-    y = torch.randint(0, work.classes, (work.samples,), generator=generator)
-    return DataLoader(TensorDataset(x, y), batch_size=work.batch_size, shuffle=shuffle)
 
 
 class _Clock(pl.Callback):
@@ -103,7 +62,7 @@ def _steps(work: Workload, track: bool) -> float:
         model=model,
         optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
         loss_fn=nn.CrossEntropyLoss(),
-        train_loader=_loader(work),
+        train_loader=make_loader(work),
     )
     return (clock.end - clock.start) / clock.steps
 
@@ -190,7 +149,7 @@ def test_scan_throughput(benchmark: Any, work: Workload) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = work.make_model()
-    loader = _loader(work)
+    loader = make_loader(work)
     _plain_eval(model, loader), _scan(model, loader)  # warm up
 
     def measure() -> dict[str, float]:

@@ -31,52 +31,13 @@ import lightning.pytorch as pl
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
 import onthefly
+from benchmarks.workloads import WORKLOADS, Workload, make_loader
 
 ROUNDS = 5
 WARMUP = 10
 SYNC_NAMES = ("item", "cpu", "tolist", "numpy", "__float__", "__int__", "__bool__")
-
-
-@dataclass(frozen=True)
-class Workload:
-    name: str
-    make_model: Callable[[], nn.Module]
-    features: tuple[int, ...]
-    classes: int
-    samples: int
-    batch_size: int
-    steps: int
-
-
-def _mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2))
-
-
-def _cnn() -> nn.Module:
-    """About 2.0M parameters on 3x32x32 inputs."""
-    return nn.Sequential(
-        nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(256 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, 10),
-    )  # fmt: skip
-
-
-WORKLOADS = [
-    Workload("mlp", _mlp, (32,), 2, 4096, 128, 256),
-    Workload("cnn", _cnn, (3, 32, 32), 10, 512, 32, 40),
-]
-
-
-def _loader(work: Workload) -> DataLoader[Any]:
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(work.samples, *work.features, generator=generator)
-    y = torch.randint(0, work.classes, (work.samples,), generator=generator)
-    return DataLoader(TensorDataset(x, y), batch_size=work.batch_size, shuffle=True)
 
 
 class _Module(pl.LightningModule):
@@ -175,7 +136,7 @@ def _plain(work: Workload) -> PerStep:
     model = work.make_model()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
-    loader = _loader(work)
+    loader = make_loader(work)
     steps = 0
     start = end = (0.0, 0.0)
     while steps < work.steps:
@@ -210,7 +171,7 @@ def _native(work: Workload) -> PerStep:
             model=model,
             optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
             loss_fn=nn.CrossEntropyLoss(),
-            train_loader=_loader(work),
+            train_loader=make_loader(work),
         )
     return clock.per_step
 
@@ -230,13 +191,13 @@ def _lightning(work: Workload, attach: bool) -> PerStep:
         devices=1,
     )
     if not attach:
-        trainer.fit(module, train_dataloaders=_loader(work))
+        trainer.fit(module, train_dataloaders=make_loader(work))
         return clock.per_step
     onthefly.attach_lightning(trainer, project="bench", run_name="lightning", quiet=True)
     watcher = _Watcher()
     trainer.callbacks.append(watcher)  # type: ignore[attr-defined]
     with _watching_client(watcher):
-        trainer.fit(module, train_dataloaders=_loader(work))
+        trainer.fit(module, train_dataloaders=make_loader(work))
     return clock.per_step
 
 
@@ -331,7 +292,7 @@ def test_host_syncs_per_step(benchmark: Any, monkeypatch: pytest.MonkeyPatch) ->
             model=model,
             optimizer=torch.optim.Adam(model.parameters()),
             loss_fn=nn.CrossEntropyLoss(),
-            train_loader=_loader(work),
+            train_loader=make_loader(work),
         )
 
     benchmark.pedantic(run, rounds=1, iterations=1)

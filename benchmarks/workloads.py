@@ -1,0 +1,52 @@
+"""The workloads every benchmark shares: an MLP 32-64-2 on 4096x32 features (batch 128) and
+a CNN of about 2M parameters on 3x32x32 inputs (batch 32)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One benchmark workload: a model factory and random classification data."""
+
+    name: str
+    make_model: Any
+    features: tuple[int, ...]
+    classes: int
+    samples: int
+    batch_size: int
+    steps: int
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2))
+
+
+def cnn() -> nn.Module:
+    """About 2.0M parameters on 3x32x32 inputs."""
+    return nn.Sequential(
+        nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(256 * 4 * 4, 256), nn.ReLU(), nn.Linear(256, 10),
+    )  # fmt: skip
+
+
+WORKLOADS = [
+    Workload("mlp", mlp, (32,), 2, 4096, 128, 256),
+    Workload("cnn", cnn, (3, 32, 32), 10, 512, 32, 40),
+]
+
+
+def make_loader(work: Workload, shuffle: bool = True) -> DataLoader[Any]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(work.samples, *work.features, generator=generator)
+    y = torch.randint(0, work.classes, (work.samples,), generator=generator)
+    return DataLoader(TensorDataset(x, y), batch_size=work.batch_size, shuffle=shuffle)
