@@ -126,12 +126,12 @@ def test_demo_exits_cleanly_on_ctrl_c(onthefly_home: Path) -> None:
         assert proc.stdout.readline().startswith("[onthefly] dashboard: http://127.0.0.1:")
         (session,) = list_sessions()
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        out, err = proc.communicate(timeout=30)
     finally:
         proc.kill()
         proc.wait()
-    assert proc.returncode == 0
-    assert "Traceback" not in err
+    assert proc.returncode == 0, f"exit status {proc.returncode}\nstdout:\n{out}\nstderr:\n{err}"
+    assert "Traceback" not in err, err
     assert session.pid == proc.pid
     assert list(sessions_dir().glob("*.json")) == []
 
