@@ -127,7 +127,10 @@ class RuntimeSampler:
         if thread is None:
             return
         self._stop.set()
-        thread.join(timeout=5)
+        # A Ctrl+C inside start() can leave a thread that never reported running: joining it
+        # would raise; once running it sees the stop flag first thing and ends by itself.
+        if thread.is_alive():
+            thread.join(timeout=5)
         if self._gpus is not None:
             self._gpus.close()
             self._gpus = None

@@ -194,6 +194,19 @@ class OnTheFly(Callback):
         for method in self._part_hooks.hooks(self.parts, hook):
             method(trainer, pl_module, *args, **kwargs)
 
+    def _release(self, hook: str, trainer: Any, pl_module: Any, *args: Any) -> Exception | None:
+        # Every part releases what it holds even when another part's cleanup fails (e.g. after
+        # a Ctrl+C that landed mid-setup); the first failure is logged and returned.
+        first: Exception | None = None
+        for method in self._part_hooks.hooks(self.parts, hook):
+            try:
+                method(trainer, pl_module, *args)
+            except Exception as exc:
+                name = getattr(method, "__qualname__", hook)
+                log.error("OnTheFly: %s failed: %s", name, exc, exc_info=exc)
+                first = first or exc
+        return first
+
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage == "fit":
             self._open(trainer)
@@ -207,13 +220,16 @@ class OnTheFly(Callback):
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         try:
-            self._forward("teardown", trainer, pl_module, stage)
+            failure = self._release("teardown", trainer, pl_module, stage)
+            if failure is not None:
+                raise failure
         finally:
             self.session.close(trainer, "training ended")
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         try:
-            self._forward("on_exception", trainer, pl_module, exception)
+            # The run's own exception goes on; a part failing to clean up is only logged.
+            self._release("on_exception", trainer, pl_module, exception)
         finally:
             self.session.close(trainer, f"stopped by {type(exception).__name__}")
 

@@ -93,6 +93,31 @@ def test_a_session_that_cannot_start_costs_nothing_but_the_dashboard(
     assert not otf.session.active
 
 
+class _FailsToCleanUp(pl.Callback):
+    def on_exception(self, *args: Any) -> None:
+        raise RuntimeError("cleanup failed")
+
+
+class _UserBug(pl.Callback):
+    def on_train_batch_end(self, *args: Any) -> None:
+        raise ValueError("user bug")
+
+
+def test_every_part_cleans_up_when_another_part_fails(
+    onthefly_home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    after = HookLog()
+    otf = OnTheFly(project="tests", port=0, quiet=True)
+    otf.parts = [_FailsToCleanUp(), after]
+    trainer = lightning_trainer(max_epochs=1, callbacks=[otf, _UserBug()])
+    with caplog.at_level(logging.ERROR), pytest.raises(ValueError, match="user bug"):
+        trainer.fit(Tiny(), loader(32), loader(16))
+    assert "on_exception" in after.calls  # the part after the failing one still ran
+    assert "cleanup failed" in caplog.text
+    assert not otf.session.active
+    assert session_files(onthefly_home) == []
+
+
 @pytest.fixture
 def cli_argv(monkeypatch: pytest.MonkeyPatch) -> None:
     """LightningCLI warns when pytest's own arguments are on the command line too."""
