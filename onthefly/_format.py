@@ -12,12 +12,15 @@ from typing import Any
 from onthefly.protocol import (
     Coalesced,
     EpochEvent,
+    ForkProgress,
     HealthResult,
     HparamChange,
+    LineageChanged,
     LogEvent,
     MetricsEvent,
     RunStarted,
     RuntimeEvent,
+    ScanProgress,
     Snapshot,
     StatusChanged,
     TestResult,
@@ -151,6 +154,12 @@ _EVENT_TEXT: dict[type, Callable[[Any], str]] = {
         + ("; ".join(f"{f.severity} {f.summary}" for f in m.findings) or "no findings")
     ),
     HparamChange: lambda m: f"{m.run}: {_change(m.model_dump())}",
+    ScanProgress: lambda m: f"{m.run}: scan of {m.split} {m.state}, {m.done}/{number(m.total)}",
+    ForkProgress: lambda m: (
+        f"{m.run}: fork {m.fork} {m.state}, step {m.step}/{number(m.total)}, loss={number(m.loss)}"
+        + (f" ({m.message})" if m.message else "")
+    ),
+    LineageChanged: lambda m: f"{m.run}: lineage of {len(m.nodes)} models, active {m.active}",
     Coalesced: lambda m: (
         f"fell behind: skipped {m.dropped} telemetry events (seq {m.from_seq}-{m.to_seq})"
     ),

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from onthefly import __version__, _cli_samples, _format
+from onthefly import __version__, _cli_forks, _cli_samples, _format
 from onthefly.errors import (
     AmbiguousSession,
     AuthenticationError,
@@ -101,7 +101,14 @@ def _test_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", metavar="L", help="name of this evaluation (default test_N)")
 
 
-HEALTH_CHECKS = ("determinism", "gradients", "instability", "activations", "throughput")
+HEALTH_CHECKS = (
+    "determinism",
+    "gradients",
+    "instability",
+    "activations",
+    "throughput",
+    "distribution",
+)
 HPARAMS = ("lr", "weight_decay", "momentum", "betas")
 
 
@@ -237,7 +244,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "health",
-        "run a health check: determinism, gradients, instability, activations or throughput",
+        "run a health check: determinism, gradients, instability, activations, throughput or "
+        "distribution",
         _health,
         _health_arguments,
     ),
@@ -305,6 +313,32 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         _rendered(_cli_samples.select),
         _cli_samples.select_arguments,
     ),
+    Subcommand(
+        "fork",
+        "train a copy of the paused model on a slice of the training set",
+        _rendered(_cli_forks.fork),
+        _cli_forks.fork_arguments,
+    ),
+    Subcommand("forks", "list the session's forks", _rendered(_cli_forks.forks)),
+    Subcommand(
+        "compare",
+        "evaluate the model and forks on each slice, the rest and the validation set",
+        _rendered(_cli_forks.compare),
+        _cli_forks.compare_arguments,
+        takes_run=False,
+    ),
+    Subcommand(
+        "merge",
+        "merge forks into the paused model (soup, greedy, fisher, distill, adapter)",
+        _rendered(_cli_forks.merge),
+        _cli_forks.merge_arguments,
+    ),
+    Subcommand(
+        "discard-merge",
+        "undo the latest merge while the run is still paused",
+        _rendered(_cli_forks.discard),
+    ),
+    Subcommand("lineage", "the session's models: forks and merges", _rendered(_cli_forks.lineage)),
 )
 
 

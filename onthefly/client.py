@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import os
 import queue
 import threading
@@ -22,6 +23,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as ws_connect
 
+from onthefly._client_forks import ForkCommands
 from onthefly._client_samples import SampleCommands
 from onthefly._resolve import describe, find_session
 from onthefly.errors import (
@@ -56,6 +58,10 @@ StreamMessage = Snapshot | Event | Coalesced
 MAX_FRAME = 256 << 20
 """Largest frame accepted from the server: snapshots of long runs are large."""
 
+_LIBRARY_LOG = logging.getLogger("onthefly.client.websockets")
+# At DEBUG the library logs every handshake header, the token's Authorization included.
+_LIBRARY_LOG.setLevel(logging.WARNING)
+
 _CLOSED = object()
 """Put on the stream queue when the connection ends."""
 
@@ -72,7 +78,7 @@ class _Pending:
         self.done.set()
 
 
-class Client(SampleCommands):
+class Client(SampleCommands, ForkCommands):
     """A connection to one live session; create it with :func:`connect`.
 
     Every command method returns the reply's ``data`` dict. Control commands (``pause``,
@@ -150,8 +156,8 @@ class Client(SampleCommands):
         """Run one health check at the next boundary.
 
         Args:
-            check: ``determinism``, ``gradients``, ``instability``, ``activations`` or
-                ``throughput``.
+            check: ``determinism``, ``gradients``, ``instability``, ``activations``,
+                ``throughput`` or ``distribution`` (a distributed run's ranks compared).
 
         Returns:
             ``{check, step, findings: [{check, severity, summary, details}], duration}``.
@@ -396,6 +402,7 @@ def _open(session: SessionFile, timeout: float) -> ClientConnection:
             close_timeout=min(timeout, 2.0),
             max_size=MAX_FRAME,
             proxy=None,  # the session is on loopback; an HTTP proxy from the environment is wrong
+            logger=_LIBRARY_LOG,
         )
     except InvalidStatus as exc:
         status = exc.response.status_code

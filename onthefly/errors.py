@@ -9,7 +9,8 @@ Hierarchy::
     ├── SessionGone          the session closed while a command was in flight
     ├── CommandError         the session answered a command with an error (``code``)
     ├── ConfigurationError   an argument or input the caller can fix
-    └── SessionFileError     a session file (``.otf``) that cannot be read or does not fit
+    ├── SessionFileError     a session file (``.otf``) that cannot be read or does not fit
+    └── DistributedError     the ranks of a distributed run can no longer work together
 
 Every message says what was wrong and what was expected.
 """
@@ -61,4 +62,13 @@ class SessionFileError(OnTheFlyError):
     by a newer OnTheFly (a newer format version), a file holding something that would run
     code on loading, a model that does not match the file (missing, unexpected or
     mis-shaped keys), or a disk that is full during an export.
+    """
+
+
+class DistributedError(OnTheFlyError):
+    """The ranks of a distributed run can no longer work together.
+
+    Raised on a rank whose collective with the others failed or timed out: another rank
+    died, hung past the timeout, or the launcher ended the job. The message names the rank,
+    the operation, the time waited and the timeout.
     """

@@ -31,7 +31,9 @@ RunState = Literal["running", "paused", "testing", "finished"]
 Split = Literal["train", "val", "test"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 Metrics = dict[str, float | None]
-HealthCheck = Literal["determinism", "gradients", "instability", "activations", "throughput"]
+HealthCheck = Literal[
+    "determinism", "gradients", "instability", "activations", "throughput", "distribution"
+]
 Severity = Literal["info", "warning", "error"]
 HparamName = Literal["lr", "weight_decay", "momentum", "betas"]
 HparamValue = float | list[float]
@@ -251,6 +253,84 @@ class ScanProgress(EventBase):
     elapsed: FiniteFloat
 
 
+ForkState = Literal["running", "done", "cancelled", "failed"]
+"""Where a fork's training is: still going, finished its budget, cancelled, or raised."""
+MergeMethod = Literal["soup", "greedy", "fisher", "distill", "adapter"]
+
+
+class ForkProgress(EventBase):
+    """Progress of a fork's training (``fork``), on the fork's own run: ``running`` about every
+    0.25 s, then ``done``, ``cancelled`` or ``failed`` (with ``message``)."""
+
+    type: Literal["fork_progress"] = "fork_progress"
+    fork: str
+    """The fork's name."""
+    state: ForkState
+    step: int = Field(ge=0)
+    """Optimizer steps the fork has taken."""
+    total: int | None = None
+    """Steps of its budget, when known."""
+    loss: float | None = None
+    """Its latest training loss."""
+    elapsed: FiniteFloat
+    message: str | None = None
+    """Why it failed."""
+
+
+class LineageNode(Message):
+    """One model of a session's lineage: the main run, a fork or a merge.
+
+    A node's training metrics are the series of run ``metrics_run`` from step ``from_step``
+    on: a fork streams into a run of its own, a merge continues in the main run.
+    """
+
+    run: str
+    """The node's id: its run id (a merge has a run of its own, announced but metric-less)."""
+    name: str
+    kind: Literal["main", "fork", "merge"]
+    status: Literal["active", "superseded", "discarded", "running", "done", "cancelled", "failed"]
+    """``active``: the model the trainer trains now; ``superseded``: a merge replaced it;
+    ``discarded``: a merge undone; the other four are a fork's :data:`ForkState`."""
+    parent: str | None = None
+    parent_step: int | None = None
+    """The parent's step when the fork or merge was made."""
+    metrics_run: str
+    from_step: int = 0
+    method: MergeMethod | None = None
+    selection: dict[str, Any] | None = None
+    """A fork's slice: ``{name, criterion, size}`` (``name`` of a reused selection)."""
+    budget: dict[str, int] | None = None
+    """A fork's budget: ``{"steps": n}`` or ``{"epochs": n}``."""
+    hparams: dict[str, Any] = Field(default_factory=dict)
+    steps: int | None = None
+    """Optimizer steps a fork took."""
+    slice_loss: float | None = None
+    """A fork's mean loss on its slice when it finished."""
+    parent_slice_loss: float | None = None
+    """The parent's mean loss on that slice when the fork was made."""
+    message: str | None = None
+
+
+class LineageEdge(Message):
+    """``fork``: parent -> fork at the parent's ``step``; ``merge``: each source -> the merge."""
+
+    source: str
+    target: str
+    kind: Literal["fork", "merge"]
+    step: int
+    method: MergeMethod | None = None
+
+
+class LineageChanged(EventBase):
+    """The whole lineage, published on the main run whenever it changes (a fork starts or ends,
+    a merge is made or discarded)."""
+
+    type: Literal["lineage"] = "lineage"
+    active: str
+    nodes: list[LineageNode]
+    edges: list[LineageEdge]
+
+
 EventModel = (
     RunStarted
     | StatusChanged
@@ -262,6 +342,8 @@ EventModel = (
     | HealthResult
     | HparamChange
     | ScanProgress
+    | ForkProgress
+    | LineageChanged
 )
 """Every stream event model (each carries the envelope and a ``seq``)."""
 
@@ -342,6 +424,8 @@ ServerMessage = Annotated[
     | HealthResult
     | HparamChange
     | ScanProgress
+    | ForkProgress
+    | LineageChanged
     | Hello
     | Batch
     | Snapshot
@@ -497,7 +581,7 @@ class Scan(CommandBase):
 
 
 class Cancel(CommandBase):
-    """Cancel the scan in progress (the reply says whether there was one)."""
+    """Cancel the scan, fork or merge in progress (the reply says whether there was one)."""
 
     type: Literal["cancel"] = "cancel"
 
@@ -527,12 +611,9 @@ class Quantiles(SampleQuery):
     )
 
 
-class Select(SampleQuery):
-    """Make a named selection of samples by exactly one criterion: ``top``, a loss range
-    (``loss_min`` / ``loss_max``), ``quantile``, ``region`` or ``clusters``."""
+class Criteria(Message):
+    """The criteria that choose samples by their loss (``select``, ``fork``)."""
 
-    type: Literal["select"] = "select"
-    name: SelectionName | None = None
     top: int | None = Field(default=None, ge=1)
     loss_min: FiniteFloat | None = None
     loss_max: FiniteFloat | None = None
@@ -545,8 +626,8 @@ class Select(SampleQuery):
     """k of a k-means over per-sample features; ``cluster`` picks one (0: highest loss)."""
     cluster: int = Field(default=0, ge=0)
 
-    @model_validator(mode="after")
-    def _one_criterion(self) -> Select:
+    def criteria_given(self) -> int:
+        """How many criteria are set (a loss range counts once)."""
         given = [
             self.top is not None,
             self.loss_min is not None or self.loss_max is not None,
@@ -554,7 +635,19 @@ class Select(SampleQuery):
             self.region is not None,
             self.clusters is not None,
         ]
-        if sum(given) != 1:
+        return sum(given)
+
+
+class Select(SampleQuery, Criteria):
+    """Make a named selection of samples by exactly one criterion: ``top``, a loss range
+    (``loss_min`` / ``loss_max``), ``quantile``, ``region`` or ``clusters``."""
+
+    type: Literal["select"] = "select"
+    name: SelectionName | None = None
+
+    @model_validator(mode="after")
+    def _one_criterion(self) -> Select:
+        if self.criteria_given() != 1:
             raise ValueError(
                 "expected exactly one criterion: top, loss_min/loss_max, quantile, region or "
                 "clusters"
@@ -610,6 +703,115 @@ class Explorer(CommandBase):
     max_points: int = Field(default=20_000, ge=2, le=1_000_000)
 
 
+ForkName = SelectionName
+"""A fork's or a merge's name: also its weights file's name, so no path separators."""
+
+
+class Fork(Criteria, CommandBase):
+    """Train a copy of the paused model on a slice of the training set (docs/forks.md).
+
+    The slice is exactly one of: a train ``selection`` by name, explicit dataset ``indices``,
+    or one inline criterion as in ``select`` (read from ``source``). The budget is exactly one
+    of ``steps`` or ``epochs``. Progress comes as ``fork_progress`` events on the fork's run.
+    """
+
+    type: Literal["fork"] = "fork"
+    name: ForkName | None = None
+    """Default ``fork-<n>``."""
+    selection: SelectionName | None = None
+    indices: list[Annotated[int, Field(ge=0)]] | None = Field(default=None, min_length=1)
+    source: SampleSource | None = None
+    steps: int | None = Field(default=None, ge=1, le=10_000_000)
+    epochs: int | None = Field(default=None, ge=1, le=100_000)
+    lr: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Default: each param group's current learning rate."""
+    batch_size: int | None = Field(default=None, ge=1, le=1_000_000)
+    """Default: the training loader's."""
+    optimizer: Literal["fresh", "clone"] = "fresh"
+    """``fresh``: the run's optimizer class and hyperparameters, empty state; ``clone``: a copy
+    of its state too (moments, step counts)."""
+    adapter_rank: int | None = Field(default=None, ge=1, le=65_536)
+    """Train only low-rank adapters of this rank on the Linear layers (for ``adapter`` merges)."""
+
+    @model_validator(mode="after")
+    def _one_slice_one_budget(self) -> Fork:
+        slices = [self.selection is not None, self.indices is not None, self.criteria_given() > 0]
+        if sum(slices) != 1 or self.criteria_given() > 1:
+            raise ValueError(
+                "expected exactly one slice: selection, indices, or one criterion (top, "
+                "loss_min/loss_max, quantile, region or clusters)"
+            )
+        if (self.steps is None) == (self.epochs is None):
+            raise ValueError("expected exactly one budget: steps or epochs")
+        if self.adapter_rank is not None and self.optimizer == "clone":
+            raise ValueError(
+                "optimizer='clone' cannot go with adapter_rank: the adapters are new parameters "
+                "the run's optimizer has no state for; expected optimizer='fresh'"
+            )
+        return self
+
+
+class Forks(CommandBase):
+    """The run's forks (name, run, slice, budget, status, losses)."""
+
+    type: Literal["forks"] = "forks"
+
+
+class Compare(CommandBase):
+    """Evaluate the current model and ``forks`` (default: every fork with weights) on each
+    fork's slice, the rest of the training set and the validation set, in one table."""
+
+    type: Literal["compare"] = "compare"
+    forks: list[ForkName] = Field(default_factory=list, max_length=32)
+    rest_max: int = Field(default=10_000, ge=1, le=100_000_000)
+    """The rest of the training set is evaluated on at most this many samples (a fixed
+    random sample)."""
+
+
+class Merge(CommandBase):
+    """Merge ``forks`` into the paused model by ``method``; the merged weights are loaded into
+    the run's model and training resumes from them (docs/forks.md). ``discard_merge`` undoes it
+    while still paused."""
+
+    type: Literal["merge"] = "merge"
+    method: MergeMethod
+    forks: list[ForkName] = Field(min_length=1, max_length=32)
+    name: ForkName | None = None
+    """Default ``merge-<n>``."""
+    weights: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = None
+    """``soup``: one weight per model (the parent first, then ``forks``); ``adapter``: one per
+    fork (default 1 each)."""
+    optimizer: Literal["keep", "reset"] = "keep"
+    """The run's optimizer state after the merge: kept as it is, or emptied."""
+    steps: int = Field(default=100, ge=1, le=1_000_000)
+    """``distill``: optimizer steps."""
+    lr: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """``distill``: learning rate (default: the run's current one)."""
+    temperature: float = Field(default=2.0, gt=0, allow_inf_nan=False)
+    """``distill``: softmax temperature."""
+    rest_max: int = Field(default=10_000, ge=1, le=100_000_000)
+    """Samples of the rest of the training set used by the report (and by ``fisher`` and
+    ``distill``)."""
+
+    @model_validator(mode="after")
+    def _weights_apply(self) -> Merge:
+        if self.weights is not None and self.method not in ("soup", "adapter"):
+            raise ValueError(f"weights apply to soup and adapter merges, not {self.method!r}")
+        return self
+
+
+class DiscardMerge(CommandBase):
+    """Undo the latest merge while the run is still paused: weights and optimizer state back."""
+
+    type: Literal["discard_merge"] = "discard_merge"
+
+
+class ShowLineage(CommandBase):
+    """The lineage of the session's models: nodes, edges and the active node."""
+
+    type: Literal["lineage"] = "lineage"
+
+
 Command = Annotated[
     Subscribe
     | Unsubscribe
@@ -636,7 +838,13 @@ Command = Annotated[
     | SelectionRows
     | ExportSelection
     | DataMap
-    | Explorer,
+    | Explorer
+    | Fork
+    | Forks
+    | Compare
+    | Merge
+    | DiscardMerge
+    | ShowLineage,
     Field(discriminator="type"),
 ]
 
@@ -646,9 +854,13 @@ SAMPLE_COMMANDS = frozenset(
 )
 """Per-sample commands: answered on the training thread, which owns the per-sample data."""
 
+FORK_COMMANDS = frozenset({"fork", "forks", "compare", "merge", "discard_merge", "lineage"})
+"""Fork and merge commands: they run models, so on the training thread."""
+
 CONTROL_COMMANDS = SAMPLE_COMMANDS | frozenset(
     {"pause", "resume", "stop", "test", "health", "set"}
     | {"export", "import", "checkpoints", "restore", "snapshot"}
+    | FORK_COMMANDS
 )
 """Commands that act on the model and therefore run on the training thread."""
 

@@ -36,7 +36,13 @@ export type Command =
   | SelectionRows
   | ExportSelection
   | DataMap
-  | Explorer;
+  | Explorer
+  | Fork
+  | Forks
+  | Compare
+  | Merge
+  | DiscardMerge
+  | ShowLineage;
 /**
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "ServerMessage".
@@ -52,6 +58,8 @@ export type ServerMessage =
   | HealthResult
   | HparamChange
   | ScanProgress
+  | ForkProgress
+  | LineageChanged
   | Hello
   | Batch
   | Snapshot
@@ -80,6 +88,8 @@ export interface Batch {
     | HealthResult
     | HparamChange
     | ScanProgress
+    | ForkProgress
+    | LineageChanged
   )[];
   type: 'batch';
 }
@@ -258,7 +268,8 @@ export interface TestResult {
  * via the `definition` "HealthResult".
  */
 export interface HealthResult {
-  check: 'determinism' | 'gradients' | 'instability' | 'activations' | 'throughput';
+  check:
+    'determinism' | 'gradients' | 'instability' | 'activations' | 'throughput' | 'distribution';
   duration: number;
   findings: Finding[];
   run: string;
@@ -276,7 +287,8 @@ export interface HealthResult {
  * via the `definition` "Finding".
  */
 export interface Finding {
-  check: 'determinism' | 'gradients' | 'instability' | 'activations' | 'throughput';
+  check:
+    'determinism' | 'gradients' | 'instability' | 'activations' | 'throughput' | 'distribution';
   details: {
     [k: string]: unknown | undefined;
   };
@@ -323,7 +335,93 @@ export interface ScanProgress {
   v: 1;
 }
 /**
- * Cancel the scan in progress (the reply says whether there was one).
+ * Progress of a fork's training (``fork``), on the fork's own run: ``running`` about every
+ * 0.25 s, then ``done``, ``cancelled`` or ``failed`` (with ``message``).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ForkProgress".
+ */
+export interface ForkProgress {
+  elapsed: number;
+  fork: string;
+  loss: number | null;
+  message: string | null;
+  run: string;
+  seq: number;
+  session: string;
+  state: 'running' | 'done' | 'cancelled' | 'failed';
+  step: number;
+  time: number;
+  total: number | null;
+  type: 'fork_progress';
+  v: 1;
+}
+/**
+ * The whole lineage, published on the main run whenever it changes (a fork starts or ends,
+ * a merge is made or discarded).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "LineageChanged".
+ */
+export interface LineageChanged {
+  active: string;
+  edges: LineageEdge[];
+  nodes: LineageNode[];
+  run: string;
+  seq: number;
+  session: string;
+  time: number;
+  type: 'lineage';
+  v: 1;
+}
+/**
+ * ``fork``: parent -> fork at the parent's ``step``; ``merge``: each source -> the merge.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "LineageEdge".
+ */
+export interface LineageEdge {
+  kind: 'fork' | 'merge';
+  method: ('soup' | 'greedy' | 'fisher' | 'distill' | 'adapter') | null;
+  source: string;
+  step: number;
+  target: string;
+}
+/**
+ * One model of a session's lineage: the main run, a fork or a merge.
+ *
+ * A node's training metrics are the series of run ``metrics_run`` from step ``from_step``
+ * on: a fork streams into a run of its own, a merge continues in the main run.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "LineageNode".
+ */
+export interface LineageNode {
+  budget: {
+    [k: string]: number | undefined;
+  } | null;
+  from_step: number;
+  hparams: {
+    [k: string]: unknown | undefined;
+  };
+  kind: 'main' | 'fork' | 'merge';
+  message: string | null;
+  method: ('soup' | 'greedy' | 'fisher' | 'distill' | 'adapter') | null;
+  metrics_run: string;
+  name: string;
+  parent: string | null;
+  parent_slice_loss: number | null;
+  parent_step: number | null;
+  run: string;
+  selection: {
+    [k: string]: unknown | undefined;
+  } | null;
+  slice_loss: number | null;
+  status: 'active' | 'superseded' | 'discarded' | 'running' | 'done' | 'cancelled' | 'failed';
+  steps: number | null;
+}
+/**
+ * Cancel the scan, fork or merge in progress (the reply says whether there was one).
  *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "Cancel".
@@ -466,7 +564,8 @@ export interface RunTest {
  * via the `definition` "RunHealth".
  */
 export interface RunHealth {
-  check: 'determinism' | 'gradients' | 'instability' | 'activations' | 'throughput';
+  check:
+    'determinism' | 'gradients' | 'instability' | 'activations' | 'throughput' | 'distribution';
   id: string;
   run?: string | null;
   type: 'health';
@@ -677,6 +776,115 @@ export interface Explorer {
   run?: string | null;
   split?: 'train' | 'val' | 'test';
   type: 'explorer';
+}
+/**
+ * Train a copy of the paused model on a slice of the training set (docs/forks.md).
+ *
+ * The slice is exactly one of: a train ``selection`` by name, explicit dataset ``indices``,
+ * or one inline criterion as in ``select`` (read from ``source``). The budget is exactly one
+ * of ``steps`` or ``epochs``. Progress comes as ``fork_progress`` events on the fork's run.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Fork".
+ */
+export interface Fork {
+  adapter_rank?: number | null;
+  batch_size?: number | null;
+  cluster?: number;
+  clusters?: number | null;
+  epochs?: number | null;
+  fraction?: number;
+  id: string;
+  indices?: [number, ...number[]] | null;
+  loss_max?: number | null;
+  loss_min?: number | null;
+  lr?: number | null;
+  name?: string | null;
+  optimizer?: 'fresh' | 'clone';
+  quantile?: number | null;
+  region?: ('easy' | 'ambiguous' | 'hard') | null;
+  run?: string | null;
+  selection?: string | null;
+  source?: ('training' | 'scan') | null;
+  steps?: number | null;
+  top?: number | null;
+  type: 'fork';
+}
+/**
+ * The run's forks (name, run, slice, budget, status, losses).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Forks".
+ */
+export interface Forks {
+  id: string;
+  run?: string | null;
+  type: 'forks';
+}
+/**
+ * Evaluate the current model and ``forks`` (default: every fork with weights) on each
+ * fork's slice, the rest of the training set and the validation set, in one table.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Compare".
+ */
+export interface Compare {
+  /**
+   * @maxItems 32
+   */
+  forks?: string[];
+  id: string;
+  rest_max?: number;
+  run?: string | null;
+  type: 'compare';
+}
+/**
+ * Merge ``forks`` into the paused model by ``method``; the merged weights are loaded into
+ * the run's model and training resumes from them (docs/forks.md). ``discard_merge`` undoes it
+ * while still paused.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Merge".
+ */
+export interface Merge {
+  /**
+   * @minItems 1
+   * @maxItems 32
+   */
+  forks: [string, ...string[]];
+  id: string;
+  lr?: number | null;
+  method: 'soup' | 'greedy' | 'fisher' | 'distill' | 'adapter';
+  name?: string | null;
+  optimizer?: 'keep' | 'reset';
+  rest_max?: number;
+  run?: string | null;
+  steps?: number;
+  temperature?: number;
+  type: 'merge';
+  weights?: number[] | null;
+}
+/**
+ * Undo the latest merge while the run is still paused: weights and optimizer state back.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "DiscardMerge".
+ */
+export interface DiscardMerge {
+  id: string;
+  run?: string | null;
+  type: 'discard_merge';
+}
+/**
+ * The lineage of the session's models: nodes, edges and the active node.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ShowLineage".
+ */
+export interface ShowLineage {
+  id: string;
+  run?: string | null;
+  type: 'lineage';
 }
 /**
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema

@@ -6,10 +6,10 @@ again and tear it down). The test loop itself can run, as the validation loop do
 back. The module's ``test_step`` and every ``on_test_*`` hook fire as in ``trainer.test()``,
 and the loop restores the module's train/eval modes itself.
 
-Limits: single process only (under DDP every rank would have to test at the same boundary);
-the random number generators are restored afterwards, so a test does not change the
-training's random stream; the test results stay in ``trainer.callback_metrics`` as they would
-after ``trainer.test()``.
+Under DDP every rank must run it at the same boundary (the test command reaches every rank
+at the same control round). The random number generators are restored afterwards, so a
+test does not change the training's random stream; the test results stay in
+``trainer.callback_metrics`` as they would after ``trainer.test()``.
 """
 
 from __future__ import annotations

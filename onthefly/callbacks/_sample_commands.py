@@ -3,17 +3,17 @@
 ``scan`` runs the model (so it must run where the model is quiet); the queries read the
 store, which the training thread owns. Errors map to protocol codes: ``invalid_state`` when
 the data is not there yet (never scanned, nothing trained), ``unsupported`` when this run
-cannot do it (no loader, no loss function, a missing extra, an invalid criterion or path).
+cannot do it (no loader, no loss function, a missing extra, an invalid criterion or path),
+``file_error`` when an export cannot be written (a full disk).
 
 While a scan runs, the training thread does not drain the inbox; the scan looks at it
-before each batch instead: a ``cancel`` stops the scan, anything else waits and is run in
-order once the scan ends.
+before each batch instead (:class:`~onthefly.callbacks._interrupts.Interrupts`): a
+``cancel`` stops the scan, anything else waits and is run in order once the scan ends.
 """
 
 from __future__ import annotations
 
 import functools
-import queue
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from onthefly.callbacks import _sample_sources
 from onthefly.callbacks._consensus import distributed
+from onthefly.callbacks._interrupts import Interrupts
 from onthefly.callbacks.commands import Boundary
 from onthefly.errors import ConfigurationError
 from onthefly.samples import explorer, export, queries
@@ -56,34 +57,6 @@ def _answering(handler: Handler) -> Handler:
 # ---------------------------------------------------------------------------- scan
 
 
-class _Interrupts:
-    """The inbox as seen from inside a scan: ``cancel`` stops it, the rest waits."""
-
-    def __init__(self, session: RunSession, split: str) -> None:
-        self.session = session
-        self.split = split
-        self.held: list[PendingCommand] = []
-        self.cancelled = False
-
-    def check(self) -> bool:
-        server = self.session.server
-        while server is not None:
-            try:
-                cmd = server.inbox.get_nowait()
-            except queue.Empty:
-                break
-            if cmd.command.type == "cancel":
-                self.cancelled = True
-                cmd.reply(cancelled=True, split=self.split)
-            else:
-                self.held.append(cmd)
-        return self.cancelled
-
-    def replay(self, boundary: Boundary) -> None:
-        for cmd in self.held:
-            self.session.commands.dispatch(boundary, cmd)
-
-
 @_answering
 def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
     trainer, session = boundary.trainer, tracker.session
@@ -111,7 +84,7 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
             "scan_progress", split=split, state=state, done=p.done, total=p.total, elapsed=p.elapsed
         )
 
-    interrupts = _Interrupts(session, split)
+    interrupts = Interrupts(session, split=split)
     progress("running", Progress(0, None, 0.0))
     try:
         result = run_scan(
@@ -232,7 +205,11 @@ def _export_selection(tracker: SampleTracker, boundary: Boundary, cmd: PendingCo
     if isinstance(dataset, IterableDataset):
         dataset = None
     table = export.table(view, dataset, classes=bool(np.isfinite(view.correct).any()))
-    size = export.write(table, path, command.format)
+    try:
+        size = export.write(table, path, command.format)
+    except OSError as exc:  # a full disk or no permission: the run goes on
+        cmd.fail("file_error", f"could not write {path}: {exc.strerror or exc}")
+        return
     cmd.reply(
         name=selection.name, path=str(path), rows=table.num_rows, format=command.format, bytes=size
     )

@@ -14,6 +14,7 @@ from typing import Any
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from onthefly.callbacks._driver import is_lightning
+from onthefly.sessions.data_position import TrackedLoader
 
 _INPUT_NAMES = {"train": "train_loader", "val": "val_loader", "test": "test_loader"}
 _LIGHTNING_NAMES = {"train": "train_dataloader", "val": "val_dataloaders", "test": None}
@@ -28,7 +29,20 @@ def loss_fn(trainer: Any, inputs: Any) -> Any:
 
 
 def split_loader(trainer: Any, inputs: Any, split: str) -> Iterable[Any] | None:
-    """The loader of ``split`` (``"train"``, ``"val"`` or ``"test"``), or ``None``."""
+    """The loader of ``split`` (``"train"``, ``"val"`` or ``"test"``), or ``None``.
+
+    The user's own loader: a training loader wrapped by the session's data-position
+    tracking is returned unwrapped (iterating the wrapper would move the run's position, and
+    a scan would not see its dataset indices).
+    """
+    return _unwrapped(_split_loader(trainer, inputs, split))
+
+
+def _unwrapped(loader: Any) -> Any:
+    return loader.loader if isinstance(loader, TrackedLoader) else loader
+
+
+def _split_loader(trainer: Any, inputs: Any, split: str) -> Iterable[Any] | None:
     if not is_lightning(trainer):
         loader: Iterable[Any] | None = getattr(trainer, _INPUT_NAMES[split], None)
         return loader  # any iterable of batches, as the native trainer takes it

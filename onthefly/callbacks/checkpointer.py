@@ -16,6 +16,12 @@ and the dashboard shows the file's history before the new steps.
 
 To keep batch positions right, this part must come before :class:`PauseGate` in
 ``OnTheFly.parts``: it counts the batch before the gate runs commands at that batch.
+
+In a distributed run ``export`` reaches every rank at the same control round: each rank
+sends rank 0 its RNG state, data position and cursor, and rank 0 writes the file (weights,
+optimizers and callback states are rank 0's: DDP keeps them equal). ``import`` and
+``restore`` are refused there (every rank would have to load the same file); resume from
+a session file instead.
 """
 
 from __future__ import annotations
@@ -153,9 +159,16 @@ class Checkpointer(Callback):
             SessionFileError: an invalid path, or the file could not be written (the run is
                 unaffected and an earlier file of that name is untouched).
         """
+        ranks = None
+        sync = self.session.ranks
+        if sync.group is not None:  # first, before anything can fail on one rank only
+            what = "export's gathering of every rank's RNG state and data position"
+            ranks = sync.group.gather(self._rank_state(trainer), what)
+            if ranks is None:
+                return {}  # rank 0 writes the file and answers
         target = export_path(path)
         self.session.quiesce()  # buffered telemetry first, so the history is complete
-        size = payload.write(self._payload(trainer, "export", history=True), target)
+        size = payload.write(self._payload(trainer, "export", history=True, ranks=ranks), target)
         log.info("session exported to %s (%d bytes)", target, size)
         return {
             "path": str(target),
@@ -180,7 +193,22 @@ class Checkpointer(Callback):
 
     # ------------------------------------------------------------------ internals
 
-    def _payload(self, trainer: Any, reason: Reason, history: bool) -> payload.Payload:
+    def _rank_state(self, trainer: Any) -> dict[str, Any]:
+        """This rank's RNG state, data position and cursor, for rank 0's export."""
+        trained = self._trained_batches(trainer)
+        return {
+            "rng": rng.capture(),
+            "positions": [p.to_state() for p in loaders.positions(trainer, trained)],
+            "cursor": self.session.ranks.cursor(trainer, trained).to_json(),
+        }
+
+    def _payload(
+        self,
+        trainer: Any,
+        reason: Reason,
+        history: bool,
+        ranks: list[dict[str, Any]] | None = None,
+    ) -> payload.Payload:
         model_state, rest = training_state.capture(trainer)
         trained = self._trained_batches(trainer)
         positions = loaders.positions(trainer, trained)
@@ -204,8 +232,11 @@ class Checkpointer(Callback):
             tensors={
                 payload.MODEL: model_state,
                 payload.TRAINER: rest,
-                payload.RNG: {"ranks": [rng.capture()]},
-                payload.DATA: {"loaders": [p.to_state() for p in positions]},
+                payload.RNG: {"ranks": [r["rng"] for r in ranks] if ranks else [rng.capture()]},
+                payload.DATA: {
+                    "loaders": [p.to_state() for p in positions],
+                    **({} if ranks is None else _per_rank_positions(ranks)),
+                },
             },
             history=saved_history,
             folder=self.session.workdir if history else None,
@@ -265,6 +296,14 @@ class Checkpointer(Callback):
 
     def _load_into(self, boundary: Boundary, cmd: PendingCommand, path: Path, what: str) -> None:
         trainer = boundary.trainer
+        if self.session.ranks.active:
+            cmd.fail(
+                "unsupported",
+                f"loading a {what} into a distributed run is not supported: every rank would "
+                "have to load it at the same step; export, then resume every rank from the file "
+                "(fit(resume_from=...) or OnTheFly(resume_from=...))",
+            )
+            return
         if self.session.state != "paused":
             cmd.fail("invalid_state", f"loading a {what} needs a paused run; pause first")
             return
@@ -308,3 +347,11 @@ class Checkpointer(Callback):
             )
             return
         cmd.reply(**entry.to_json())
+
+
+def _per_rank_positions(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The data position and cursor of every rank (``state/data.pt``'s ``ranks``, ``cursors``)."""
+    return {
+        "ranks": [r["positions"] for r in ranks],
+        "cursors": [r["cursor"] for r in ranks],
+    }

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from onthefly.errors import DistributedError
+
 if TYPE_CHECKING:
     from onthefly.server import PendingCommand
 
@@ -65,7 +67,12 @@ class CommandRegistry:
         self._handlers[kind] = handler
 
     def dispatch(self, boundary: Boundary, cmd: PendingCommand) -> None:
-        """Run ``cmd``'s handler; a failing handler answers ``internal`` and training goes on."""
+        """Run ``cmd``'s handler; a failing handler answers ``internal`` and training goes on.
+
+        Raises:
+            DistributedError: the handler's collective with the other ranks failed (the run
+                cannot go on).
+        """
         kind = cmd.command.type
         handler = self._handlers.get(kind)
         if handler is None:
@@ -73,6 +80,9 @@ class CommandRegistry:
             return
         try:
             handler(boundary, cmd)
+        except DistributedError as exc:
+            cmd.fail("internal", str(exc))
+            raise
         except Exception as exc:  # a bug in one command must never end the training run
             log.exception("the %r command failed", kind)
             cmd.fail("internal", f"the {kind!r} command failed: {type(exc).__name__}: {exc}")

@@ -1,8 +1,10 @@
 """HealthMonitor: the ``health`` command — run one health check at a batch boundary.
 
 The command (argument ``check``: determinism, gradients, instability, activations,
-throughput) runs on the training thread at the next boundary, or at once while paused; the
-reply and a ``health_result`` event carry the findings (see :mod:`onthefly.health`).
+throughput, distribution) runs on the training thread at the next boundary, or at once while
+paused; the reply and a ``health_result`` event carry the findings (see
+:mod:`onthefly.health`). ``distribution`` runs on every rank of a distributed run at the same
+control round and compares them (:mod:`onthefly.health.distribution`).
 
 Per step the monitor only keeps a reference to the current batch, two clock stamps and two
 counters; the loss / gradient-norm / learning-rate history comes from the values Telemetry
@@ -22,6 +24,7 @@ from onthefly.callbacks._runtime_sampler import StepClock
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
 from onthefly.errors import ConfigurationError
+from onthefly.health.distribution import Control, check_distribution
 from onthefly.protocol import HealthCheck
 
 if TYPE_CHECKING:
@@ -147,6 +150,8 @@ class HealthMonitor(Callback):
         if check == "instability":
             counts = health.AmpCounts(self._attempted, self._taken)
             return health.check_instability(self.history.records(), counts)
+        if check == "distribution":
+            return self._distribution(boundary)
         trainer = boundary.trainer
         probe = health.build_probe(trainer, boundary.module, self._batch, self._batch_idx)
         if check == "throughput":
@@ -156,6 +161,17 @@ class HealthMonitor(Callback):
             )
             return health.check_throughput(probe, timing)
         return _PROBE_CHECKS[check](probe)
+
+    def _distribution(self, boundary: Boundary) -> list[health.Finding]:
+        ranks = self.session.ranks
+        if ranks.group is None:  # "run all" includes it: a note, not an error
+            summary = "a single process: there are no ranks to compare"
+            return [health.finding("distribution", "info", summary, world_size=1)]
+        trainer = boundary.trainer
+        cursor = ranks.cursor(trainer, self._batch_idx + 1)
+        optimizers = list(getattr(trainer, "optimizers", []))
+        control = Control(ranks.interval, ranks.round_cost_s)
+        return check_distribution(boundary.module, optimizers, ranks.group, cursor, control)
 
     def _on_command(self, boundary: Boundary, cmd: PendingCommand) -> None:
         check: HealthCheck = cmd.command.check  # type: ignore[union-attr]

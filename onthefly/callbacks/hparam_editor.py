@@ -1,7 +1,8 @@
 """HparamEditor: the ``set`` command — change lr, weight_decay, momentum or betas mid-run.
 
 The change is applied on the training thread at the next batch boundary (at once while
-paused), so the next optimizer step uses it; a scheduler keeps it (see
+paused; in a distributed run on every rank at the same control round), so the next
+optimizer step uses it; a scheduler keeps it (see
 :mod:`onthefly.callbacks._hparams`). Every change of every param group is published as an
 ``hparam_change`` event (the dashboard marks it on the charts) and kept in
 :attr:`HparamEditor.changes`, part of the callback's ``state_dict`` and so of exports.
@@ -13,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch import Callback
 
-from onthefly.callbacks._consensus import distributed
 from onthefly.callbacks._hparams import HPARAMS, apply_changes, plan_changes, schedulers_of
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
@@ -68,11 +68,6 @@ class HparamEditor(Callback):
             ConfigurationError: invalid request (nothing was changed).
         """
         trainer = boundary.trainer
-        if distributed(trainer):
-            raise ConfigurationError(
-                "changing hyperparameters in a distributed run is not supported yet: every rank "
-                "would have to change at the same step"
-            )
         optimizers = list(getattr(trainer, "optimizers", []))
         schedulers = schedulers_of(trainer)
         planned = plan_changes(optimizers, schedulers, values, group=group, optimizer=optimizer)

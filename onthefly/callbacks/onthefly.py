@@ -1,7 +1,7 @@
 """OnTheFly: the one callback that makes a run live and steerable.
 
 It bundles the parts (:class:`Checkpointer`, :class:`Telemetry`, :class:`TestLauncher`,
-:class:`HealthMonitor`, :class:`HparamEditor`, :class:`PauseGate`) around
+:class:`HealthMonitor`, :class:`HparamEditor`, :class:`ForkSpawner`, :class:`PauseGate`) around
 one shared :class:`RunSession`, opens the session when ``fit`` is set up (global rank 0
 only) and closes it when ``fit`` ends, fails or is interrupted, so the discovery file never
 outlives the run. Every other Lightning hook goes to the parts, in order.
@@ -18,6 +18,7 @@ from typing import Any
 from lightning.pytorch import Callback
 
 from onthefly.callbacks.checkpointer import Checkpointer
+from onthefly.callbacks.fork_spawner import ForkSpawner
 from onthefly.callbacks.health_monitor import HealthMonitor
 from onthefly.callbacks.hparam_editor import HparamEditor
 from onthefly.callbacks.pause_gate import PauseGate
@@ -110,6 +111,8 @@ class OnTheFly(Callback):
         embedding_fn: Callable[[Any, Any], Any] | None = None,
         track_samples: bool = True,
     ) -> None:
+        # The arguments as given (nothing else is bound yet), to rebuild it in another process.
+        self._arguments = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         _check_options(project, run_name, port, keep_alive, log_level)
         self.inputs = RunInputs(test_loader=test_loader, datamodule=datamodule, loss_fn=loss_fn)
         self.session = RunSession(project, run_name, port=port, home=home, quiet=quiet)
@@ -134,6 +137,9 @@ class OnTheFly(Callback):
         self.hparam_editor = HparamEditor(self.session)
         self.pause_gate = PauseGate(self.session, hold_at_end=do_test_after, keep_alive=keep_alive)
         self.checkpointer = Checkpointer(self.session, resume_from, checkpoints, checkpoint_bytes)
+        self.fork_spawner = ForkSpawner(
+            self.session, lambda: self.inputs, self.sample_tracker, self.checkpointer.snapshot
+        )
         # Order matters at a batch end: record the step, then test, then pause or hold.
         self.parts = [
             self.checkpointer,  # first: it counts each batch before any part acts on it
@@ -142,8 +148,15 @@ class OnTheFly(Callback):
             self.test_launcher,
             self.health_monitor,  # before the gate: it must see the batch the gate holds at
             self.hparam_editor,
+            self.fork_spawner,
             self.pause_gate,
         ]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Lightning's ddp_spawn pickles the trainer, callbacks included, into each new process;
+        # a session holds threads, locks and handlers bound to it, so a new one is built there
+        # from the same arguments and inputs (nothing has started before fit).
+        return (_rebuilt, (type(self), self._arguments, self.inputs))
 
     @property
     def parts(self) -> list[Callback]:
@@ -246,6 +259,12 @@ class OnTheFly(Callback):
         except (ConfigurationError, OSError) as exc:
             # The dashboard is an aid: a session that cannot start must not cost the run.
             log.error("OnTheFly could not start its session (%s); training goes on without it", exc)
+
+
+def _rebuilt(cls: type[OnTheFly], arguments: dict[str, Any], inputs: RunInputs) -> OnTheFly:
+    callback = cls(**arguments)
+    callback.inputs = inputs
+    return callback
 
 
 def _fan_out(methods: tuple[Callable[..., Any], ...]) -> Callable[..., None]:

@@ -11,9 +11,11 @@ With ``hold_at_end`` the gate also holds, paused, at the last step of the run (a
 final test), so the user can keep interacting and extend training with
 ``resume(epochs=N)`` or ``resume(steps=N)``.
 
-In a distributed run only global rank 0 receives commands; at each batch end it
-broadcasts the decision (run, hold, stop) to the other ranks (one small collective per
-step), so all ranks pause, resume and stop at the same step.
+In a distributed run only global rank 0 receives commands. The gate then acts at the
+control rounds of :class:`~onthefly.distributed.control.RankSync` (every few batches, the
+same on every rank): rank 0 decides (run, hold, stop) and every rank follows, so all ranks
+pause, resume and stop at the same step; :meth:`PauseGate.decision` and
+:meth:`PauseGate.apply` are its two halves.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 from lightning.pytorch import Callback
 
 from onthefly.callbacks import limits
-from onthefly.callbacks._consensus import HOLD, RUN, STOP, agree, distributed
+from onthefly.callbacks._consensus import distributed
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
+from onthefly.distributed.control import HOLD, HOLD_END, RUN, STOP
 
 if TYPE_CHECKING:
     from onthefly.server import PendingCommand
@@ -80,6 +83,9 @@ class PauseGate(Callback):
     ) -> None:
         # The Boundary is built only when something happens here: most steps just go on.
         session = self.session
+        if session.ranks.active:
+            self._at_round(trainer, pl_module, batch_idx)
+            return
         if session.has_commands():
             session.drain(Boundary(trainer, pl_module))
         if (
@@ -88,9 +94,7 @@ class PauseGate(Callback):
             and limits.is_final_step(trainer, batch_idx)
         ):
             self._enter_hold(Boundary(trainer, pl_module))
-        if distributed(trainer):
-            self._follow(Boundary(trainer, pl_module))
-        elif session.state == "paused":
+        if session.state == "paused":
             self._wait(Boundary(trainer, pl_module))
         self._at_end = False
 
@@ -100,22 +104,29 @@ class PauseGate(Callback):
         if self.session.state == "paused" and not boundary.trainer.should_stop:
             self.session.wait_while_paused(boundary)
 
-    def _follow(self, boundary: Boundary) -> None:
-        """All ranks: do what rank 0 decides, holding together while it is paused."""
-        trainer = boundary.trainer
-        while True:
-            decision = agree(self._decision(trainer))
-            if decision == STOP:
-                trainer.should_stop = True
-                return
-            if decision == RUN:
-                return
-            self.session.wait_once(boundary)  # a no-op on ranks without the session
+    def _at_round(self, trainer: Any, pl_module: Any, batch_idx: int) -> None:
+        """Distributed: a control round when one is due (always at the final step)."""
+        ranks = self.session.ranks
+        final = limits.is_final_step(trainer, batch_idx)
+        if not ranks.due(final):
+            return
+        boundary = Boundary(trainer, pl_module)
+        if final and self.hold_at_end and not trainer.should_stop:
+            self._enter_hold(boundary)  # rank 0 only: it has the session
+        ranks.round(boundary, self, batches=batch_idx + 1, final=final)
+        self._at_end = False
 
-    def _decision(self, trainer: Any) -> int:
+    def decision(self, trainer: Any) -> int:
+        """Rank 0's decision at a control round: hold (paused or at the end), stop or run."""
         if self.session.holding(trainer):
-            return HOLD
+            return HOLD_END if self._at_end else HOLD
         return STOP if trainer.should_stop else RUN
+
+    def apply(self, trainer: Any, decision: int) -> None:
+        """Every rank: follow rank 0's ``decision`` (while holding, rounds repeat)."""
+        if decision == STOP:
+            trainer.should_stop = True
+        self._at_end = decision == HOLD_END
 
     def _enter_hold(self, boundary: Boundary) -> None:
         if not self.session.active:

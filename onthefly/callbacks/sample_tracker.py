@@ -9,6 +9,10 @@ host in batches, never with a host sync per step. It also answers the per-sample
 
 Per training batch it costs a few microseconds of bookkeeping plus one evaluation of the
 loss function alone with ``reduction="none"``; it never runs the model.
+
+In a distributed run every rank records its own samples; the other ranks send theirs to
+rank 0 at the data exchanges of :class:`~onthefly.distributed.control.RankSync` (about every
+64 batches, and before a pause, a command or the end), so rank 0's store holds every rank's.
 """
 
 from __future__ import annotations
@@ -80,13 +84,17 @@ class SampleTracker(Callback):
         self._ids: Ids | None = None
         self._warned = False
         self._specs: dict[int, LossSpec | None] = {}  # loss descriptions, made once
+        self._outbox: list[Chunk] | None = None  # another rank's values, until sent to rank 0
         session.on_quiet(self.flush)
+        session.ranks.exchange.provide("samples", self._send)
+        session.ranks.exchange.consume("samples", self._receive_sent)
         register_commands(session, self)
 
     # ------------------------------------------------------------------ lifecycle
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if stage == "fit" and self.session.active:
+        other_rank = self.session.ranks.active and not trainer.is_global_zero
+        if stage == "fit" and (self.session.active or other_rank):
             self._start(trainer)
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
@@ -107,7 +115,7 @@ class SampleTracker(Callback):
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
-        if self._history is None:  # not tracking (other ranks, or the session is off)
+        if self._history is None and self._outbox is None:  # not tracking (the session is off)
             return
         ids = self._batch_ids(batch)
         self._ids = ids
@@ -161,9 +169,12 @@ class SampleTracker(Callback):
     # ------------------------------------------------------------------ helpers
 
     def _start(self, trainer: Any) -> None:
-        # The store is updated on the writer's thread too: the training thread only queues.
-        folder = self.session.workdir / "samples" / "history"
-        self._history = HistoryWriter(folder, fold=self.store.training.update)
+        if self.session.active:
+            # The store is updated on the writer's thread too: the training thread only queues.
+            folder = self.session.workdir / "samples" / "history"
+            self._history = HistoryWriter(folder, fold=self.store.training.update)
+        else:  # another rank of a distributed run: rank 0 keeps the values
+            self._outbox = []
         loss_fn = _sample_sources.loss_fn(trainer, self.inputs())
         if isinstance(loss_fn, nn.Module) and describe_loss(loss_fn) is not None:
             self._loss_tap = LossTap(loss_fn)
@@ -204,6 +215,7 @@ class SampleTracker(Callback):
         if self._history is not None:
             self._history.close()
             self._history = None
+        self._outbox = None
 
     def _batch_ids(self, batch: Any) -> Ids | None:
         if self._indexed:
@@ -213,8 +225,23 @@ class SampleTracker(Callback):
         keyed = ids_from_batch(batch, n)
         return keyed if keyed is not None else self._counter.take(n)
 
+    def _send(self, force: bool) -> list[Chunk] | None:
+        """Another rank: the values to send rank 0 now (``force``: all of them)."""
+        if self._outbox is None:
+            return None
+        if force:
+            self._buffer.flush()
+        sent, self._outbox = self._outbox, []
+        return sent or None
+
+    def _receive_sent(self, rank: int, chunks: list[Chunk]) -> None:
+        for chunk in chunks:
+            self._receive(chunk)
+
     def _receive(self, chunk: Chunk) -> None:
-        if self._history is not None:
+        if self._outbox is not None:
+            self._outbox.append(chunk)
+        elif self._history is not None:
             self._history.add(chunk)
         else:  # after fit (a flush from state_dict): fold in place
             self.store.training.update(chunk)

@@ -4,7 +4,8 @@
 0 only), the run's state, and the batch boundary where control commands run: the training
 thread drains the server's inbox there and dispatches each command through a
 :class:`~onthefly.callbacks.commands.CommandRegistry`. Every other rank holds an inactive
-session whose methods do nothing.
+session whose methods do nothing; in a distributed run, :attr:`RunSession.ranks` carries
+rank 0's commands and decisions to them (see :mod:`onthefly.distributed.control`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onthefly.callbacks.commands import Boundary, CommandRegistry
+from onthefly.distributed.control import RankSync
 
 if TYPE_CHECKING:
     from onthefly.protocol import RunState
-    from onthefly.server import SessionServer
+    from onthefly.server import PendingCommand, SessionServer
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,8 @@ class RunSession:
         self._workdir: Path | None = None
         self._quiet_hooks: list[Callable[[], None]] = []
         self._listeners: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
+        self.ranks = RankSync(self)
+        """The control rounds of a distributed run (inactive with a single process)."""
 
     @property
     def active(self) -> bool:
@@ -89,7 +93,11 @@ class RunSession:
         return self._workdir
 
     def open(self, trainer: Any) -> None:
-        """Start the server on global rank 0; a second call is a no-op."""
+        """Start the server on global rank 0; a second call is a no-op.
+
+        In a distributed run every rank must call it (the ranks form their control group).
+        """
+        self.ranks.start(trainer)
         if self._server is not None or not trainer.is_global_zero:
             return
         from onthefly.server import SessionServer
@@ -180,6 +188,27 @@ class RunSession:
                 return
             self.commands.dispatch(boundary, cmd)
             server = self._server
+
+    def take_commands(self, wait: bool = False) -> list[PendingCommand]:
+        """Take every command waiting in the inbox without running it.
+
+        Args:
+            wait: when none is waiting, wait up to one slice for the first.
+        """
+        server = self._server
+        if server is None:
+            if wait:
+                time.sleep(WAIT_SLICE_S)
+            return []
+        taken = []
+        try:
+            if wait:
+                taken.append(server.inbox.get(timeout=WAIT_SLICE_S))
+            while not server.inbox.empty():
+                taken.append(server.inbox.get_nowait())
+        except queue.Empty:
+            pass
+        return taken
 
     def wait_while_paused(self, boundary: Boundary) -> None:
         """Block at the boundary, running commands as they come, until resumed or stopped."""

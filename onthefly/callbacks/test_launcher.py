@@ -14,7 +14,9 @@ is the environment variable ``ONTHEFLY_TEST_LABEL`` while the evaluation runs (t
 value is put back afterwards), so user hooks can name files after it.
 
 One test at a time: the session server answers a second ``test`` command ``busy`` while one
-is waiting or running.
+is waiting or running. In a distributed run every rank evaluates at the same control round
+(Lightning's test loop with its distributed sampler; the native trainer reduces the loss
+over the ranks); rank 0 publishes the result.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ class TestLauncher(Callback):
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if not (self.do_test_after and self.session.active) or trainer.should_stop:
+        # In a distributed run every rank evaluates (its own test data; see docs/distributed.md).
+        serving = self.session.active or distributed(trainer)
+        if not (self.do_test_after and serving) or trainer.should_stop:
             return
         if limits.is_final_step(trainer, batch_idx):
             try:
@@ -108,11 +112,6 @@ class TestLauncher(Callback):
             ConfigurationError: there is no test data or no test step.
         """
         trainer = boundary.trainer
-        if distributed(trainer):
-            raise ConfigurationError(
-                "testing in the middle of a distributed run is not supported: every rank would "
-                "have to evaluate at the same boundary; test after training with trainer.test()"
-            )
         label = label or test_label(self.tests_run + 1, self.namespace)
         previous = self.session.state
         self.session.quiesce()

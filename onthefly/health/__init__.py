@@ -12,6 +12,8 @@ instability    loss and gradient-norm spikes, non-finite steps, AMP skipped     
 activations    dead (rectifiers) and saturated (sigmoid, tanh, ...) unit           probe
                fractions per layer
 throughput     step time split into data wait / forward / backward / optimizer     probe + run
+distribution   the ranks of a distributed run: positions, and every parameter,     all ranks
+               buffer and optimizer state tensor compared across ranks
 =============  ==================================================================  ===========
 
 Probe checks replay the current batch on the live model inside

@@ -20,6 +20,8 @@ from onthefly.native.state import StepState
 from onthefly.native.step import batch_size, checked_output
 
 StepFn = Callable[[Any, StepState], Any]
+Reduce = Callable[[torch.Tensor, int], torch.Tensor]
+"""``(this process's loss sum, its samples) -> mean loss`` (e.g. over the ranks)."""
 
 # Lightning's conventional metric names: val_loss, test_loss, val_acc, ...
 PREFIXES = {"validation": "val", "test": "test"}
@@ -33,6 +35,7 @@ def evaluate(
     hooks: Hooks,
     metrics: StageMetrics,
     callback_metrics: dict[str, Any],
+    reduce: Reduce | None = None,
 ) -> dict[str, torch.Tensor]:
     """Run ``loader`` through ``step`` with the ``on_{stage}_*`` hooks in Lightning's order.
 
@@ -45,6 +48,7 @@ def evaluate(
         metrics: the run's metrics; ``stage``'s are computed and reset here.
         callback_metrics: receives the results as ``val_loss``, ``val_<metric>`` (or ``test_*``)
             before ``on_{stage}_epoch_end`` fires.
+        reduce: how the mean loss is formed; ``None``: over this process's samples.
 
     Returns:
         ``{"loss": mean loss over samples, **metric values}`` as tensors on the device.
@@ -59,7 +63,7 @@ def evaluate(
         model.eval()
         try:
             with hooks.paired(stage), hooks.paired(f"{stage}_epoch"):
-                results = {"loss": _mean_loss(stage, loader, step, state, hooks)}
+                results = {"loss": _mean_loss(stage, loader, step, state, hooks, reduce)}
                 results.update(metrics.compute(stage))
                 prefix = PREFIXES[stage]
                 callback_metrics.update({f"{prefix}_{k}": v for k, v in results.items()})
@@ -69,7 +73,12 @@ def evaluate(
 
 
 def _mean_loss(
-    stage: str, loader: Iterable[Any], step: StepFn, state: StepState, hooks: Hooks
+    stage: str,
+    loader: Iterable[Any],
+    step: StepFn,
+    state: StepState,
+    hooks: Hooks,
+    reduce: Reduce | None,
 ) -> torch.Tensor:
     # Summed on the device; the caller decides when (if ever) to read it back.
     total = torch.zeros((), device=state.device)
@@ -85,4 +94,4 @@ def _mean_loss(
             end.args = (outputs, batch, batch_idx)
     if samples == 0:
         raise ConfigurationError(f"the {stage} loader yielded no batches; expected at least one")
-    return total / samples
+    return total / samples if reduce is None else reduce(total, samples)

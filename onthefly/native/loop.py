@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 
+from onthefly.distributed.sharding import set_sampler_epoch
 from onthefly.native.device import to_device
 from onthefly.native.step import checked_output
 
@@ -76,6 +77,8 @@ class FitLoop:
         trainer = self.trainer
         loader = trainer.train_loader
         assert loader is not None
+        # As Lightning does: a DistributedSampler draws a new order per epoch.
+        set_sampler_epoch(loader, trainer.current_epoch)
         trainer._progress.start_epoch(trainer.current_epoch, _length(loader))
         with trainer._hooks.paired("train_epoch"):
             completed = self._run_batches(loader)

@@ -12,6 +12,10 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
+from onthefly.distributed.group import failure, is_collective_failure
+from onthefly.distributed.launch import join_from_environment, wrap_model
+from onthefly.distributed.reduce import mean_over_ranks
+from onthefly.distributed.sharding import shard_loader
 from onthefly.errors import ConfigurationError
 from onthefly.native.config import (
     check_fit_args,
@@ -43,6 +47,13 @@ class Trainer:
     reseeding, no clipping and no mixed precision unless asked, DataLoaders untouched. On CPU its
     per-step losses equal a hand-written ``zero_grad / loss_fn(model(x), y) / backward / step``
     loop bit for bit.
+
+    Under ``torchrun`` (see ``docs/distributed.md``) it joins the launcher's process group
+    (``gloo`` on CPU, ``nccl`` on CUDA) unless the script initialised one, wraps the model in
+    ``DistributedDataParallel`` unless it already is, gives the training loader a
+    ``DistributedSampler`` when it has none, calls ``set_epoch`` each epoch, and reduces
+    evaluation losses over the ranks. ``trainer.model`` is always the plain module (the one
+    exported and probed); the steps call ``state.model``, its DDP wrapper.
 
     Args:
         project: the project the run belongs to (groups runs in the dashboard).
@@ -107,7 +118,7 @@ class Trainer:
         self.do_test_after = do_test_after
         self.val_every_n_epochs = val_every_n_epochs
         self.precision = parse_precision(precision)
-        self.device = resolve_device(device)
+        self.device = join_from_environment(resolve_device(device))
         self.fit_loop = FitLoop(self, *check_limits(max_epochs, max_steps))
 
         # TrainerHost: the surface callbacks may touch.
@@ -274,7 +285,8 @@ class Trainer:
             model: the ``nn.Module`` to train; moved to the trainer's device.
             optimizer: a ``torch.optim.Optimizer`` over the model's parameters.
             loss_fn: ``loss_fn(model(x), y)``; required by the default steps.
-            train_loader: the training batches (any iterable; DataLoaders are used as given).
+            train_loader: the training batches (any iterable; DataLoaders are used as given,
+                but for the ``DistributedSampler`` a distributed run adds when there is none).
             val_loader: validation batches, used every ``val_every_n_epochs``.
             test_loader: test batches, used by :meth:`run_test`.
             scheduler: an LR scheduler, stepped after each epoch or each optimizer step;
@@ -301,7 +313,13 @@ class Trainer:
             self._custom_training_step,
         )
         assert model is not None and optimizer is not None
-        self.model = model.to(self.device)
+        # A process group the script initialised after creating the trainer counts too.
+        self.global_rank, self.world_size = rank_and_world_size()
+        self.is_global_zero = self.global_rank == 0
+        self.model = stepped = model.to(self.device)
+        if self.world_size > 1:
+            self.model, stepped = wrap_model(self.model, self.device)
+            train_loader = shard_loader(train_loader, self.global_rank, self.world_size)
         if isinstance(loss_fn, nn.Module):
             loss_fn = loss_fn.to(self.device)
         self.optimizer, self.loss_fn = optimizer, loss_fn
@@ -309,7 +327,7 @@ class Trainer:
         self.scheduler, self.scheduler_interval = scheduler, scheduler_interval
         self.should_stop = False
         self._state = StepState(
-            model=self.model,
+            model=stepped,
             optimizer=optimizer,
             loss_fn=loss_fn,
             device=self.device,
@@ -331,6 +349,11 @@ class Trainer:
             self._fitting = True
             try:
                 self.fit_loop.run()
+            except RuntimeError as exc:
+                if self.world_size > 1 and is_collective_failure(exc):
+                    what = f"collective of training step {self.global_step + 1}"
+                    raise failure(self.global_rank, what, exc) from exc
+                raise
             finally:
                 self._fitting = False
 
@@ -391,8 +414,11 @@ class Trainer:
     def _evaluate(self, stage: str) -> dict[str, torch.Tensor]:
         assert self._state is not None
         loader = self.val_loader if stage == "validation" else self.test_loader
-        assert loader is not None
-        state = dataclasses.replace(self._state, metrics=self._metrics.by_stage[stage])
+        assert loader is not None and self.model is not None
+        # The plain module evaluates: DDP's forward would sync buffers with the other ranks.
+        state = dataclasses.replace(
+            self._state, model=self.model, metrics=self._metrics.by_stage[stage]
+        )
         return evaluate(
             stage,
             loader,
@@ -401,6 +427,7 @@ class Trainer:
             self._hooks,
             self._metrics,
             self.callback_metrics,
+            reduce=mean_over_ranks if self.world_size > 1 else None,
         )
 
     def _run_evaluation(self, stage: str) -> dict[str, torch.Tensor]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -142,15 +144,31 @@ def _plain(value: Any) -> Any:
 
 
 def write(data: pa.Table, path: Path, fmt: str) -> int:
-    """Write ``data`` to ``path`` in ``fmt``; returns the file's size in bytes."""
-    if fmt == "parquet":
-        pq.write_table(data, path)
-    elif fmt == "csv":
-        flat = data.select([i for i, f in enumerate(data.schema) if not _nested(f.type)])
-        pa_csv.write_csv(flat, path)
-    else:
-        rows = [{k: _json_value(v) for k, v in row.items()} for row in data.to_pylist()]
-        path.write_text(json.dumps(rows, allow_nan=False), encoding="utf-8")
+    """Write ``data`` to ``path`` in ``fmt``; returns the file's size in bytes.
+
+    The file is written beside ``path`` and renamed over it, so whatever was at ``path`` is
+    replaced, never written into: not a named pipe (which would block the training thread),
+    not a file someone else planted there, not an earlier export (intact if this one fails).
+
+    Raises:
+        OSError: the file could not be written (full disk, no permission); nothing is left.
+    """
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(handle)
+    temp = Path(name)
+    try:
+        if fmt == "parquet":
+            pq.write_table(data, temp)
+        elif fmt == "csv":
+            flat = data.select([i for i, f in enumerate(data.schema) if not _nested(f.type)])
+            pa_csv.write_csv(flat, temp)
+        else:
+            rows = [{k: _json_value(v) for k, v in row.items()} for row in data.to_pylist()]
+            temp.write_text(json.dumps(rows, allow_nan=False), encoding="utf-8")
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
     return path.stat().st_size
 
 

@@ -92,7 +92,13 @@ def read_id(frame: str | bytes) -> str | None:
 
 def _id_of(data: dict[str, object]) -> str | None:
     raw_id = data.get("id")
-    return raw_id if isinstance(raw_id, str) and 0 < len(raw_id) <= 64 else None
+    if not (isinstance(raw_id, str) and 0 < len(raw_id) <= 64):
+        return None
+    try:
+        raw_id.encode()
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800"): no JSON answer can carry it
+        return None
+    return raw_id
 
 
 def condense(exc: ValidationError, *, tagged: bool = False) -> str:

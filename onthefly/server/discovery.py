@@ -66,13 +66,17 @@ def sessions_dir(home: str | os.PathLike[str] | None = None) -> Path:
 def write_session(info: SessionFile, home: str | os.PathLike[str] | None = None) -> Path:
     """Write ``info`` atomically as ``<pid>-<port>.json`` (mode 0600) and return its path.
 
+    The sessions folder is made 0700 if it existed with wider rights.
+
     Raises:
-        ConfigurationError: the home folder cannot be created or written.
+        ConfigurationError: the home folder cannot be created or written, or its sessions
+            folder belongs to another user.
     """
     folder = sessions_dir(home)
     try:
         for path in (folder.parent, folder):
             path.mkdir(mode=0o700, exist_ok=True)
+        _make_private(folder)
         target = folder / f"{info.pid}-{info.port}.json"
         # mkstemp creates the file 0600, so the token is never readable by others.
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
@@ -85,6 +89,17 @@ def write_session(info: SessionFile, home: str | os.PathLike[str] | None = None)
             "expected a writable folder (set ONTHEFLY_HOME to choose another)"
         ) from exc
     return target
+
+
+def _make_private(folder: Path) -> None:
+    """The discovery folder is ours alone: 0700 even if it existed with wider rights."""
+    owner = folder.stat().st_uid
+    if hasattr(os, "getuid") and owner != os.getuid():
+        raise ConfigurationError(
+            f"the session folder {folder} belongs to another user (uid {owner}); expected a "
+            "folder of your own (set ONTHEFLY_HOME to one)"
+        )
+    folder.chmod(0o700)
 
 
 def remove_session(path: Path) -> None:
@@ -108,11 +123,22 @@ def list_sessions(home: str | os.PathLike[str] | None = None) -> list[SessionFil
         info = _read(path)
         if info is None:
             continue
-        if not psutil.pid_exists(info.pid):
+        if not _alive(info.pid):
             remove_session(path)
             continue
         found.append(info)
     return sorted(found, key=lambda s: s.started_at)
+
+
+def _alive(pid: int) -> bool:
+    # A killed process whose parent has not reaped it yet is a zombie: its pid still
+    # exists, but it serves nothing.
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, ValueError):  # ValueError: a negative pid
+        return False
+    except psutil.AccessDenied:  # another user's process: alive, not ours to judge
+        return True
 
 
 def _read(path: Path) -> SessionFile | None:

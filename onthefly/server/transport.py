@@ -51,6 +51,9 @@ PORT_ATTEMPTS = 20
 STALL_TIMEOUT = 30.0
 """Seconds a client may leave a frame unaccepted before it is disconnected."""
 
+SEND_BUFFER = 128 << 10
+"""Bytes of a connection's kernel send buffer (a few batches of events)."""
+
 
 def bind(host: str, port: int, attempts: int = PORT_ATTEMPTS) -> socket.socket:
     """A listening socket on ``port``, or on the next free one (``0``: any free port).
@@ -169,6 +172,10 @@ class Transport:
         # A timeout on the socket bounds how long a blocked write may wait: after it the
         # write fails and the library closes the connection.
         connection.socket.settimeout(self._stall_timeout)
+        # A small kernel buffer keeps a slow client's backlog in its outbox, where telemetry
+        # is coalesced and the client told; the default grows to megabytes, minutes of
+        # events that a slow reader would drain long after the fact, never told it lags.
+        connection.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
         client = self._broker.connect()
         with self._lock:
             self._connections[client] = connection

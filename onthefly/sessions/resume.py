@@ -15,8 +15,9 @@ its state members with ``weights_only=True``. Then, per driver:
 
 from __future__ import annotations
 
+import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from onthefly.sessions.data_position import DataPosition
 from onthefly.sessions.manifest import Manifest
 from onthefly.sessions.payload import DATA, MODEL, RNG, TRAINER, check_model
 from onthefly.sessions.rng import RngState
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,7 +42,8 @@ class SavedState:
         model: the model's state_dict.
         rest: everything else (see :mod:`onthefly.sessions.training_state`).
         rng: the RNG states at the export point, one per rank.
-        positions: one data position per training loader.
+        positions: one data position per training loader (rank 0's).
+        rank_positions: every rank's data positions (distributed exports; else empty).
     """
 
     path: Path
@@ -48,10 +52,30 @@ class SavedState:
     rest: dict[str, Any]
     rng: list[RngState]
     positions: list[DataPosition]
+    rank_positions: list[list[DataPosition]] = field(default_factory=list)
 
     def rng_for(self, rank: int) -> RngState:
         """The RNG state of ``rank`` (rank 0's when the file has fewer ranks)."""
         return self.rng[rank] if rank < len(self.rng) else self.rng[0]
+
+    def positions_for(self, rank: int) -> list[DataPosition]:
+        """The data positions of ``rank`` (rank 0's when the file has fewer ranks)."""
+        if rank < len(self.rank_positions):
+            return self.rank_positions[rank]
+        return self.positions
+
+    def check_world(self, world_size: int) -> None:
+        """Warn when the file was written by another number of ranks than resume it."""
+        written = self.manifest.world_size
+        if written != world_size:
+            log.warning(
+                "%s was exported by %d rank(s) and resumes on %d: weights, optimizer and "
+                "counters are restored, but the data position and random state are exact only "
+                "with the same number of ranks",
+                self.path,
+                written,
+                world_size,
+            )
 
 
 def read(path: str | os.PathLike[str]) -> SavedState:
@@ -68,12 +92,15 @@ def read(path: str | os.PathLike[str]) -> SavedState:
         manifest = archive.manifest
     try:
         positions = [DataPosition.from_state(state) for state in data["loaders"]]
+        per_rank = [
+            [DataPosition.from_state(state) for state in states] for states in data.get("ranks", [])
+        ]
         ranks = list(rng["ranks"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise SessionFileError(f"{path}: {RNG} or {DATA} is malformed ({exc})") from None
     if not isinstance(rest, dict) or not ranks:
         raise SessionFileError(f"{path}: {TRAINER} or {RNG} is malformed")
-    return SavedState(Path(path), manifest, model, rest, ranks, positions)
+    return SavedState(Path(path), manifest, model, rest, ranks, positions, per_rank)
 
 
 def resume_native(trainer: Any, path: str | os.PathLike[str]) -> SavedState:
@@ -96,7 +123,9 @@ def resume_native(trainer: Any, path: str | os.PathLike[str]) -> SavedState:
     trainer.global_step = int(rest["global_step"])
     trainer.current_epoch = int(rest["current_epoch"])
     trainer.load_callback_states(rest.get("callbacks", {}))
-    loaders.resume(trainer, saved.positions, saved.rng_for(trainer.global_rank))
+    rank = trainer.global_rank
+    saved.check_world(trainer.world_size)
+    loaders.resume(trainer, saved.positions_for(rank), saved.rng_for(rank))
     return saved
 
 
@@ -117,7 +146,9 @@ def prepare_lightning(trainer: Any, saved: SavedState) -> None:
 def arm_lightning(trainer: Any, saved: SavedState) -> None:
     """Recreate the exported epoch's iterator and the RNG states (call at ``on_train_start``,
     after :func:`~onthefly.sessions.loaders.track`)."""
-    loaders.resume(trainer, saved.positions, saved.rng_for(trainer.global_rank))
+    rank = trainer.global_rank
+    saved.check_world(trainer.world_size)
+    loaders.resume(trainer, saved.positions_for(rank), saved.rng_for(rank))
 
 
 def _expect_driver(saved: SavedState, driver: str) -> None:

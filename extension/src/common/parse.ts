@@ -12,6 +12,8 @@ const SERVER_TYPES: Record<ServerMessage['type'], true> = {
   health_result: true,
   hparam_change: true,
   scan_progress: true,
+  fork_progress: true,
+  lineage: true,
   hello: true,
   batch: true,
   snapshot: true,

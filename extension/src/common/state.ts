@@ -8,8 +8,10 @@
  * per event would cost more than drawing them.
  */
 import type {
+  ForkProgress,
   HealthResult,
   HparamChange,
+  LineageChanged,
   LogRecord,
   RunInfo,
   RuntimeEvent,
@@ -37,6 +39,10 @@ export interface RunView {
   hparams: HparamChange[];
   /** The latest progress of a full-split scan, by split. */
   scans: Partial<Record<ScanProgress['split'], ScanProgress>>;
+  /** A fork run's latest training progress. */
+  fork: ForkProgress | null;
+  /** The main run's latest lineage of forks and merges. */
+  lineage: LineageChanged | null;
 }
 
 export interface LogEntry {
@@ -138,6 +144,8 @@ export function applyServerMessage(
     case 'health_result':
     case 'hparam_change':
     case 'scan_progress':
+    case 'fork_progress':
+    case 'lineage':
       return applyEvent(source, msg, limits);
     default:
       return unreachable(msg);
@@ -197,6 +205,12 @@ function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boo
     case 'scan_progress':
       run.scans[event.split] = event;
       break;
+    case 'fork_progress':
+      run.fork = event;
+      break;
+    case 'lineage':
+      run.lineage = event;
+      break;
     default:
       return unreachable(event);
   }
@@ -206,7 +220,7 @@ function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boo
 /**
  * A snapshot is the truth up to its `seq`: it replaces the info and the series it carries.
  * Runs it does not mention (finished runs of a previous connection) and what snapshots
- * never carry (runtime, test results, scan progress) are kept.
+ * never carry (runtime, test results, scan and fork progress, the lineage) are kept.
  */
 function mergeSnapshot(source: SourceView, snapshot: Snapshot, limits: Limits): void {
   if (source.session !== snapshot.session) source.session = snapshot.session;
@@ -232,7 +246,7 @@ function mergeSnapshot(source: SourceView, snapshot: Snapshot, limits: Limits): 
 }
 
 export function newRun(info: RunInfo): RunView {
-  return { info, series: {}, epochStarts: [], runtime: null, tests: [], health: {}, hparams: [], scans: {} };
+  return { info, series: {}, epochStarts: [], runtime: null, tests: [], health: {}, hparams: [], scans: {}, fork: null, lineage: null };
 }
 
 /** Keep changes in step order, once each (a snapshot repeats the ones already streamed). */

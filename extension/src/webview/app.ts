@@ -12,8 +12,9 @@ import { Controls } from './panels/controls';
 import { HealthPanel } from './panels/health';
 import { HparamsPanel } from './panels/hparams';
 import { SessionsPanel } from './panels/sessions';
+import { ForksSection } from './panels/forks';
 import { LEVELS, LogsPanel, type LogFilter } from './panels/logs';
-import { listRuns, pillElement, RunPicker, sameRun, type RunRef } from './panels/runPicker';
+import { listRuns, pillElement, rootRun, RunPicker, sameRun, type RunRef } from './panels/runPicker';
 import { RuntimePanel } from './panels/runtime';
 import { SamplesSection } from './panels/samples';
 import { TestsPanel } from './panels/tests';
@@ -69,6 +70,7 @@ export class App {
   private readonly logs: LogsPanel;
   private readonly sessions: SessionsPanel;
   private readonly samples: SamplesSection;
+  private readonly forks: ForksSection;
 
   constructor(
     root: HTMLElement,
@@ -86,10 +88,18 @@ export class App {
       send: (command) => this.send(command),
       choosePath: transport.choosePath?.bind(transport),
     });
+    this.forks = new ForksSection({
+      send: (key, command) => this.sendTo(parseRunKey(key), command),
+      select: (key, run) => this.setUi({ selected: { source: parseRunKey(key).source, run } }),
+    });
     this.samples = new SamplesSection({
       send: (command) => this.send(command),
       changed: () => this.schedule(),
       choosePath: transport.choosePath?.bind(transport),
+      fork: (key, selection, size) => {
+        const root = runKey(rootRun(this.state, parseRunKey(key)));
+        this.forks.openFork({ runKey: root, selection, size });
+      },
     });
     root.replaceChildren(
       h(
@@ -103,6 +113,7 @@ export class App {
           this.controls.element,
           this.metrics.element,
           this.samples.element,
+          this.forks.element,
           h('div', { class: 'panels' }, this.health.element, this.hparams.element),
           h('div', { class: 'panels' }, this.runtime.element, this.tests.element, this.sessions.element),
           this.logs.element,
@@ -162,6 +173,7 @@ export class App {
     this.hparams.render(key, selected?.run ?? null, live);
     this.sessions.render(key, state, selected?.run.info.name ?? '', selected?.run.info.step ?? 0);
     this.samples.render(key, selected?.run ?? null, state);
+    this.renderForks(selected);
     if (selected) {
       const info = selected.run.info;
       this.title.textContent = `${info.project} / ${info.name}`;
@@ -173,6 +185,18 @@ export class App {
     this.tests.render(selected?.run.tests ?? []);
     this.logs.render(selected?.source.logs ?? [], this.ui.logs);
     this.renderCharts(selected);
+  }
+
+  /** The forks section shows the top-level run of the selected one (a fork shows its parent's). */
+  private renderForks(selected: ReturnType<App['selection']>): void {
+    if (!selected) {
+      this.forks.render({ key: '', run: null, pill: null, children: [], selected: '' });
+      return;
+    }
+    const root = rootRun(this.state, selected.ref);
+    const run = selected.source.runs[root.run];
+    const children = Object.values(selected.source.runs).filter((r) => r !== run && rootRun(this.state, { source: root.source, run: r.info.run }).run === root.run);
+    this.forks.render({ key: runKey(root), run, pill: pill(selected.source, run), children, selected: selected.ref.run });
   }
 
   /** Charts redraw at most every CHART_INTERVAL_MS; a change in between is drawn at its end. */

@@ -49,3 +49,16 @@ export function formatBytes(bytes: number | null | undefined): string {
   }
   return `${v.toFixed(u ? 1 : 0)} ${units[u]}`;
 }
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+
+/** `h` for SVG elements (the lineage graph). */
+export function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): SVGElementTagNameMap[K] {
+  const el = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === undefined || value === false) continue;
+    el.setAttribute(name, value === true ? '' : String(value));
+  }
+  append(el, children);
+  return el;
+}

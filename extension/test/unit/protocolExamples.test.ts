@@ -42,7 +42,8 @@ test('every valid command example is a command type the dashboard knows', { skip
     subscribe: true, unsubscribe: true, history: true, status: true, ping: true, pause: true, resume: true, stop: true, test: true,
     health: true, set: true, export: true, import: true, checkpoints: true, restore: true, snapshot: true, scan: true,
     cancel: true, histogram: true, quantiles: true, select: true, selections: true, selection_rows: true,
-    export_selection: true, data_map: true, explorer: true,
+    export_selection: true, data_map: true, explorer: true, fork: true, forks: true, compare: true, merge: true,
+    discard_merge: true, lineage: true,
   };
   for (const path of files(join(examples, 'valid', 'command'))) {
     const command = JSON.parse(readFileSync(path, 'utf8')) as { type: string; id: unknown };

@@ -3,7 +3,7 @@
  * the gold-label probability over training, x) and confidence (its mean, y), coloured by
  * correctness. Easy samples sit top left, hard-to-learn ones bottom left, ambiguous ones to
  * the right; the three buttons turn a region into a named selection (`select` with
- * `region` and the share of samples it takes).
+ * `region` and the share of samples it takes), which Fork… trains a copy of the model on.
  */
 import { h } from '../dom';
 import { parseDataMap, readReply, selectionName, type PointCloud } from '../sampleReplies';
@@ -11,6 +11,7 @@ import { ramp, themeRgb } from '../scatter';
 import { ScatterView } from '../scatterView';
 import { AckLines, type Send } from './controls';
 import { describeSelection } from './lossHistogram';
+import type { ForkOpener } from './samples';
 
 export type Region = 'easy' | 'ambiguous' | 'hard';
 export const REGIONS: Region[] = ['easy', 'ambiguous', 'hard'];
@@ -34,6 +35,7 @@ export function dataMapCaption(cloud: PointCloud): string {
 export interface DataMapHooks {
   send: Send;
   selected(runKey: string, name: string): void;
+  fork: ForkOpener;
 }
 
 export class DataMapPanel {
@@ -58,6 +60,9 @@ export class DataMapPanel {
   private readonly fraction = h('input', { type: 'number', min: 0.01, max: 1, step: 0.01, value: 0.33, class: 'fraction', 'aria-label': 'Region share', title: 'Share of the samples a region takes' });
   private readonly buttons = new Map<Region, HTMLButtonElement>();
   private readonly refreshButton = h('button', { class: 'small', title: 'Ask the run again' }, 'Refresh');
+  private readonly forkButton = h('button', { class: 'small', 'data-testid': 'data-map-fork', title: 'Train a copy of the model on the selected region' }, 'Fork…');
+  /** The region selection made last. */
+  private made: { name: string; size: number } | null = null;
   private readonly ack = h('output', { class: 'ack', 'data-testid': 'data-map-ack', 'aria-live': 'polite' });
   private readonly acks = new AckLines(this.ack);
   private runKey = '';
@@ -72,16 +77,20 @@ export class DataMapPanel {
       this.buttons.set(region, button);
       bar.append(button);
     }
-    bar.append(h('label', { class: 'muted' }, 'share ', this.fraction), this.refreshButton);
+    bar.append(h('label', { class: 'muted' }, 'share ', this.fraction), this.refreshButton, this.forkButton);
     this.refreshButton.addEventListener('click', () => this.refresh());
+    this.forkButton.addEventListener('click', () => this.made && this.hooks.fork(this.runKey, this.made.name, this.made.size));
     this.element.append(h('h3', {}, 'Data map (train)'), bar, this.view.element, this.ack);
   }
 
   show(runKey: string, live: boolean): void {
     this.live = live;
     for (const button of [...this.buttons.values(), this.refreshButton]) button.disabled = !live;
+    this.forkButton.disabled = !live || this.made === null;
     if (runKey === this.runKey) return;
     this.runKey = runKey;
+    this.made = null;
+    this.forkButton.disabled = true;
     this.acks.show(runKey);
     this.view.set(null, '');
     this.refresh();
@@ -107,7 +116,11 @@ export class DataMapPanel {
     const command = { type: 'select', split: 'train', source: 'training', name, region, fraction: parsed.fraction } as const;
     void this.acks.track(key, `select ${name}`, this.hooks.send(command)).then((outcome) => {
       this.acks.set(key, describeSelection(outcome), outcome.ok ? 'ok' : 'error');
-      if (outcome.ok) this.hooks.selected(key, String(outcome.data.name ?? name));
+      if (!outcome.ok || key !== this.runKey) return;
+      const made = String(outcome.data.name ?? name);
+      this.made = { name: made, size: Number(outcome.data.size ?? 0) };
+      this.forkButton.disabled = !this.live;
+      this.hooks.selected(key, made);
     });
   }
 }

@@ -10,7 +10,7 @@ import type { Finding, HealthResult } from '../../protocol.gen';
 import { fill, formatNumber, h } from '../dom';
 
 export type Check = HealthResult['check'];
-export const CHECKS: Check[] = ['determinism', 'gradients', 'instability', 'activations', 'throughput'];
+export const CHECKS: Check[] = ['determinism', 'gradients', 'instability', 'activations', 'throughput', 'distribution'];
 const SEVERITY_RANK: Record<Finding['severity'], number> = { error: 0, warning: 1, info: 2 };
 /** Characters of a finding's details shown at most (a per-layer table can be long). */
 const MAX_DETAILS = 20_000;

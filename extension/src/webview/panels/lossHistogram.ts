@@ -2,8 +2,9 @@
  * The loss histogram of one split, binned by the session (`histogram`: about one bar per
  * four pixels over the visible loss range). Drag across the bars to select a loss range: it
  * becomes a named selection of the run (`select` with `loss_min` / `loss_max`) that the
- * sample table then lists. Zoom narrows the range to the last region (finer bins), Reset
- * widens it again; Log scales the counts.
+ * sample table then lists, and Fork… (train split) trains a copy of the model on. Zoom
+ * narrows the range to the last region (finer bins), Reset widens it again; Log scales the
+ * counts.
  */
 import type { Outcome } from '../../common/messages';
 import { formatNumber, h } from '../dom';
@@ -11,6 +12,7 @@ import { binAt, binsForWidth, dragRange, drawHistogram, type LossRange } from '.
 import { parseHistogram, readReply, selectionName, type HistogramData, type SampleSplit } from '../sampleReplies';
 import { fitCanvas } from '../scatter';
 import { AckLines, type Send } from './controls';
+import type { ForkOpener } from './samples';
 
 /** Drags shorter than this many CSS pixels are clicks, not regions. */
 const MIN_DRAG_PX = 3;
@@ -19,6 +21,7 @@ export interface HistogramHooks {
   send: Send;
   /** A selection named `name` was made in run `runKey`. */
   selected(runKey: string, name: string): void;
+  fork: ForkOpener;
 }
 
 /** What a `select` reply says, e.g. `selected hard: 120 samples, loss 2.1 – 7.5`. */
@@ -53,6 +56,9 @@ export class LossHistogramPanel {
   private readonly zoomButton = h('button', { class: 'small', title: 'Show only the selected loss range, in finer bins' }, 'Zoom');
   private readonly resetButton = h('button', { class: 'small', title: 'Show every loss again' }, 'Reset');
   private readonly refreshButton = h('button', { class: 'small', 'data-testid': 'histogram-refresh', title: 'Ask the run again' }, 'Refresh');
+  private readonly forkButton = h('button', { class: 'small', 'data-testid': 'histogram-fork', title: 'Train a copy of the model on the selected samples' }, 'Fork…');
+  /** The selection the last drag made (train split only: forks train on the training set). */
+  private made: { name: string; size: number } | null = null;
   private readonly ack = h('output', { class: 'ack', 'data-testid': 'histogram-ack', 'aria-live': 'polite' });
   private readonly acks = new AckLines(this.ack);
   private hist: HistogramData | null = null;
@@ -74,10 +80,11 @@ export class LossHistogramPanel {
     this.zoomButton.addEventListener('click', () => this.setZoom(this.chosen));
     this.resetButton.addEventListener('click', () => this.setZoom(null));
     this.refreshButton.addEventListener('click', () => this.refresh());
+    this.forkButton.addEventListener('click', () => this.made && this.hooks.fork(this.runKey, this.made.name, this.made.size));
     new ResizeObserver(() => this.draw()).observe(this.canvas);
     this.element.append(
       h('h3', {}, 'Loss distribution'),
-      h('div', { class: 'toolbar' }, h('label', { class: 'muted' }, this.log, ' log'), this.zoomButton, this.resetButton, this.refreshButton, this.readout),
+      h('div', { class: 'toolbar' }, h('label', { class: 'muted' }, this.log, ' log'), this.zoomButton, this.resetButton, this.refreshButton, this.forkButton, this.readout),
       plot,
       this.caption,
       this.ack,
@@ -94,6 +101,7 @@ export class LossHistogramPanel {
     this.acks.show(runKey);
     this.hist = null;
     this.zoom = this.chosen = null;
+    this.made = null;
     this.region.hidden = true;
     this.caption.textContent = '';
     this.draw();
@@ -190,7 +198,11 @@ export class LossHistogramPanel {
     const command = { type: 'select', split: this.split, name, loss_min: range.lo, loss_max: range.hi } as const;
     void this.acks.track(key, `select ${name}`, this.hooks.send(command)).then((outcome) => {
       this.acks.set(key, describeSelection(outcome), outcome.ok ? 'ok' : 'error');
-      if (outcome.ok) this.hooks.selected(key, String(outcome.data.name ?? name));
+      if (!outcome.ok || key !== this.runKey) return;
+      const made = String(outcome.data.name ?? name);
+      this.made = this.split === 'train' ? { name: made, size: Number(outcome.data.size ?? 0) } : null;
+      this.updateButtons();
+      this.hooks.selected(key, made);
     });
   }
 
@@ -205,5 +217,6 @@ export class LossHistogramPanel {
     this.zoomButton.disabled = !this.live || this.chosen === null;
     this.resetButton.disabled = !this.live || this.zoom === null;
     this.refreshButton.disabled = !this.live;
+    this.forkButton.disabled = !this.live || this.made === null;
   }
 }

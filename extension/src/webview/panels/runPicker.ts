@@ -1,5 +1,10 @@
-/** The list of every run the page knows, live ones first, each with its status pill. */
-import { pill, type DashboardState, type Pill } from '../../common/state';
+/**
+ * The list of every run the page knows, live ones first, each with its status pill. Child
+ * runs (forks, merges) come right under the run they were made from, indented and labelled
+ * with what they are.
+ */
+import type { LineageNode } from '../../protocol.gen';
+import { pill, type DashboardState, type Pill, type RunView, type SourceView } from '../../common/state';
 import { fill, h } from '../dom';
 
 export interface RunRef {
@@ -13,24 +18,66 @@ export interface RunEntry {
   project: string;
   pill: Pill;
   startedAt: number;
+  /** 0 for a top-level run, 1 for its forks and merges, ... */
+  depth: number;
+  /** The second line: project and session, or what a child run is. */
+  label: string;
 }
 
-/** Live runs (newest first), then finished or disconnected ones (newest first). */
+/**
+ * Top-level runs, live ones (newest first) before finished or disconnected ones (newest
+ * first), each followed by its child runs in the order they were made.
+ */
 export function listRuns(state: DashboardState): RunEntry[] {
-  const entries: RunEntry[] = [];
+  const roots: { source: SourceView; run: RunView; pill: Pill }[] = [];
+  const children = new Map<string, RunView[]>();
   for (const source of Object.values(state.sources)) {
     for (const run of Object.values(source.runs)) {
-      entries.push({
-        ref: { source: source.key, run: run.info.run },
-        name: run.info.name,
-        project: run.info.project,
-        pill: pill(source, run),
-        startedAt: run.info.started_at,
-      });
+      const parent = run.info.parent;
+      if (parent !== null && parent !== run.info.run && source.runs[parent]) {
+        const key = `${source.key}\u0000${parent}`;
+        children.set(key, [...(children.get(key) ?? []), run]);
+      } else roots.push({ source, run, pill: pill(source, run) });
     }
   }
-  const live = (e: RunEntry): number => (e.pill === 'finished' || e.pill === 'disconnected' ? 1 : 0);
-  return entries.sort((a, b) => live(a) - live(b) || b.startedAt - a.startedAt);
+  const live = (p: Pill): number => (p === 'finished' || p === 'disconnected' ? 1 : 0);
+  roots.sort((a, b) => live(a.pill) - live(b.pill) || b.run.info.started_at - a.run.info.started_at);
+  const entries: RunEntry[] = [];
+  const add = (source: SourceView, run: RunView, depth: number, lineage: LineageNode[]): void => {
+    const info = run.info;
+    const parent = source.runs[info.parent ?? '']?.info.name ?? '';
+    const label = depth === 0 ? `${info.project} · ${source.key}` : childLabel(lineage.find((n) => n.run === info.run), lineage, parent);
+    entries.push({ ref: { source: source.key, run: info.run }, name: info.name, project: info.project, pill: pill(source, run), startedAt: info.started_at, depth, label });
+    const kids = (children.get(`${source.key}\u0000${info.run}`) ?? []).sort((a, b) => a.info.started_at - b.info.started_at);
+    for (const kid of kids) if (depth < 8) add(source, kid, depth + 1, lineage);
+  };
+  for (const root of roots) add(root.source, root.run, 0, root.run.lineage?.nodes ?? []);
+  return entries;
+}
+
+/**
+ * What a child run is, e.g. `fork of mlp @ 836`, `fork of merge-1 @ 900 · cancelled` or
+ * `soup merge @ 836`, from its lineage node (`parent`: the run's parent's name, without one).
+ */
+export function childLabel(node: LineageNode | undefined, nodes: LineageNode[], parent: string): string {
+  if (!node) return `child of ${parent}`;
+  const at = node.parent_step !== null ? ` @ ${node.parent_step}` : '';
+  if (node.kind === 'merge') return `${node.method ?? ''} merge${node.status === 'discarded' ? ' (discarded)' : ''}${at}`.trim();
+  const from = nodes.find((n) => n.run === node.parent)?.name ?? parent;
+  const ended = node.status === 'cancelled' || node.status === 'failed' ? ` · ${node.status}` : '';
+  return `fork of ${from}${at}${ended}`;
+}
+
+/** The top-level run `ref` was made from (itself when it has no known parent). */
+export function rootRun(state: DashboardState, ref: RunRef): RunRef {
+  const runs = state.sources[ref.source]?.runs ?? {};
+  let run = ref.run;
+  for (let hops = 0; hops < 8; hops++) {
+    const parent = runs[run]?.info.parent;
+    if (parent === null || parent === undefined || parent === run || !runs[parent]) break;
+    run = parent;
+  }
+  return { source: ref.source, run };
 }
 
 export function sameRun(a: RunRef | null, b: RunRef | null): boolean {
@@ -48,7 +95,7 @@ export class RunPicker {
   constructor(private readonly onSelect: (ref: RunRef) => void) {}
 
   render(entries: RunEntry[], selected: RunRef | null): void {
-    const signature = JSON.stringify([entries.map((e) => [e.ref, e.name, e.pill]), selected]);
+    const signature = JSON.stringify([entries.map((e) => [e.ref, e.name, e.pill, e.label]), selected]);
     if (signature === this.signature) return;
     this.signature = signature;
     if (entries.length === 0) {
@@ -61,16 +108,19 @@ export class RunPicker {
         const button = h(
           'button',
           {
-            class: 'run',
+            class: entry.depth ? 'run child-run' : 'run',
             'data-testid': 'run',
+            'data-depth': entry.depth,
             'aria-pressed': sameRun(entry.ref, selected) ? 'true' : 'false',
             title: `${entry.project}/${entry.name} (${entry.ref.source})`,
           },
           h('span', { class: 'run-name' }, entry.name),
           // Two processes may run the same project and name: the session tells them apart.
-          h('span', { class: 'run-project muted' }, `${entry.project} · ${entry.ref.source}`),
+          h('span', { class: 'run-project muted' }, entry.label),
           pillElement(entry.pill),
         );
+        // Nested runs are indented by their depth (a style property: allowed by the page's CSP).
+        if (entry.depth) button.style.marginLeft = `${12 * Math.min(entry.depth, 4)}px`;
         button.addEventListener('click', () => this.onSelect(entry.ref));
         return button;
       }),

@@ -3,12 +3,14 @@
  * at a time (`selection_rows`), sorted by any column (click its header; again to reverse),
  * with their current statistics. Export writes the whole selection to CSV, Parquet or JSON
  * on the training machine (`export_selection`): inside VS Code into a folder picked with the
- * editor's dialog, in a browser into the folder typed in the field.
+ * editor's dialog, in a browser into the folder typed in the field. Fork… trains a copy of
+ * the model on a train selection.
  */
 import type { Outcome } from '../../common/messages';
 import { fill, formatBytes, formatNumber, h } from '../dom';
 import { parseRows, parseSelections, readReply, ROW_COLUMNS, type RowColumn, type RowsPage, type SelectionSummary } from '../sampleReplies';
 import { AckLines, type Send } from './controls';
+import type { ForkOpener } from './samples';
 
 export const PAGE_ROWS = 50;
 export const FORMATS = ['csv', 'parquet', 'json'] as const;
@@ -18,6 +20,7 @@ export interface TableHooks {
   send: Send;
   /** The editor's folder dialog, when there is one. */
   chooseFolder?: () => Promise<string | null>;
+  fork: ForkOpener;
 }
 
 export interface Sorting {
@@ -53,6 +56,7 @@ export class SampleTable {
   private readonly prev = h('button', { class: 'small', 'data-testid': 'rows-prev' }, '‹ Prev');
   private readonly next = h('button', { class: 'small', 'data-testid': 'rows-next' }, 'Next ›');
   private readonly pageText = h('span', { class: 'muted', 'data-testid': 'rows-page' });
+  private readonly forkButton = h('button', { class: 'small', 'data-testid': 'selection-fork', title: 'Train a copy of the model on this selection (train selections)' }, 'Fork…');
   private readonly body = h('div', { class: 'table-scroll' });
   private readonly format = h('select', { 'aria-label': 'Export format', 'data-testid': 'export-format' }, ...FORMATS.map((f) => h('option', { value: f }, f)));
   private readonly directory = h('input', { type: 'text', placeholder: '/folder/on/the/training/machine', 'aria-label': 'Export folder', 'data-testid': 'export-dir', size: 28 });
@@ -75,9 +79,13 @@ export class SampleTable {
     this.prev.addEventListener('click', () => this.load(Math.max(0, this.offset - PAGE_ROWS)));
     this.next.addEventListener('click', () => this.load(this.offset + PAGE_ROWS));
     this.exportButton.addEventListener('click', () => void this.export());
+    this.forkButton.addEventListener('click', () => {
+      const chosen = this.selections.find((s) => s.name === this.chooser.value);
+      if (chosen) hooks.fork(this.runKey, chosen.name, chosen.size);
+    });
     this.element.append(
       h('h3', {}, 'Selected samples'),
-      h('div', { class: 'toolbar' }, this.chooser, this.prev, this.next, this.pageText),
+      h('div', { class: 'toolbar' }, this.chooser, this.prev, this.next, this.pageText, this.forkButton),
       this.body,
       h('div', { class: 'toolbar export-bar' }, this.format, this.directory, this.exportButton),
       this.ack,
@@ -168,6 +176,7 @@ export class SampleTable {
     this.prev.disabled = !this.live || !page || page.offset === 0;
     this.next.disabled = !this.live || !page || page.offset + page.rows.length >= page.total;
     this.exportButton.disabled = !this.live || !this.chooser.value;
+    this.forkButton.disabled = !this.live || this.selections.find((s) => s.name === this.chooser.value)?.split !== 'train';
     this.chooser.disabled = !this.live;
   }
 

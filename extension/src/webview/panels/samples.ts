@@ -2,7 +2,8 @@
  * The per-sample section of the selected run: the split and its scan, the loss histogram,
  * the data map, the sample table and the explorer, wired together. A selection made in the
  * histogram or the data map opens in the table; a finished scan redraws the histogram; the
- * views are fetched again when the run pauses (its statistics then hold still).
+ * views are fetched again when the run pauses (its statistics then hold still). A train
+ * selection of any of them can be forked on (the fork dialog).
  */
 import type { PathPurpose } from '../../common/messages';
 import type { Pill, RunView } from '../../common/state';
@@ -19,7 +20,11 @@ export interface SamplesHooks {
   /** Draw again (the split changed). */
   changed(): void;
   choosePath?: (purpose: PathPurpose, suggested: string) => Promise<string | null>;
+  /** Open the fork dialog on train selection `name` (`size` samples) of run `runKey`. */
+  fork: ForkOpener;
 }
+
+export type ForkOpener = (runKey: string, name: string, size: number | null) => void;
 
 /** Whether the views should be fetched again: another run, or a run that became live or paused. */
 export function needsRefresh(before: { key: string; pill: Pill | null }, key: string, pill: Pill | null): boolean {
@@ -49,10 +54,10 @@ export class SamplesSection {
       splitChanged: () => hooks.changed(),
       scanned: (key, split) => key === this.last.key && split === this.scanBar.split && this.histogram.refresh(),
     });
-    this.histogram = new LossHistogramPanel({ send: hooks.send, selected });
-    this.dataMap = new DataMapPanel({ send: hooks.send, selected });
+    this.histogram = new LossHistogramPanel({ send: hooks.send, selected, fork: hooks.fork });
+    this.dataMap = new DataMapPanel({ send: hooks.send, selected, fork: hooks.fork });
     const choosePath = hooks.choosePath;
-    this.table = new SampleTable({ send: hooks.send, chooseFolder: choosePath && (() => choosePath('folder', '')) });
+    this.table = new SampleTable({ send: hooks.send, chooseFolder: choosePath && (() => choosePath('folder', '')), fork: hooks.fork });
     this.explorer = new ExplorerPanel(hooks.send);
     this.element = h(
       'section',

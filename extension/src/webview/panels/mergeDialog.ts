@@ -1,0 +1,146 @@
+/**
+ * The merge dialog: which finished forks to merge into the paused model, by which method
+ * (uniform or greedy soup, Fisher-weighted average, distillation, adapter folding), with
+ * the method's settings. The fields are checked before anything is sent (`mergeCommand`).
+ */
+import type { CommandBody } from '../../common/messages';
+import type { LineageNode } from '../../protocol.gen';
+import { fill, h } from '../dom';
+import { MERGE_METHODS, mergeCommand, type MergeForm, type MergeMethod } from '../forkForms';
+import { mergeableForks, type LineageView } from '../forkReplies';
+
+const METHOD_HELP: Record<MergeMethod, string> = {
+  soup: 'average of the parent and the forks, BatchNorm statistics recomputed',
+  greedy: 'forks added in order of validation loss, each kept only if it lowers it',
+  fisher: 'average weighted by each model’s diagonal Fisher on its own data',
+  distill: 'the parent trained toward the forks’ outputs on their slices',
+  adapter: 'the forks’ low-rank adapter updates folded into the parent (adapter forks only)',
+};
+
+export class MergeDialog {
+  readonly element = h('dialog', { class: 'otf-dialog', 'data-testid': 'merge-dialog', 'aria-label': 'Merge' });
+  private readonly method = h('select', { 'aria-label': 'Merge method', 'data-testid': 'merge-method' }, ...MERGE_METHODS.map((m) => h('option', { value: m }, m)));
+  private readonly help = h('p', { class: 'muted dialog-text' });
+  private readonly forks = h('div', { class: 'fork-choices', 'data-testid': 'merge-forks' });
+  private readonly name = h('input', { type: 'text', placeholder: 'merge-<n>', 'aria-label': 'Merge name', size: 20 });
+  private readonly optimizer = h('select', { 'aria-label': 'Optimizer state after the merge' }, h('option', { value: 'keep' }, 'keep as it is'), h('option', { value: 'reset' }, 'reset (empty)'));
+  private readonly weights = h('input', { type: 'text', placeholder: 'equal', 'aria-label': 'Weights', size: 20 });
+  private readonly weightsRow: HTMLElement[];
+  private readonly steps = h('input', { type: 'text', value: '100', 'aria-label': 'Distillation steps', size: 10 });
+  private readonly lr = h('input', { type: 'text', placeholder: "the run's", 'aria-label': 'Distillation learning rate', size: 10 });
+  private readonly temperature = h('input', { type: 'text', value: '2', 'aria-label': 'Temperature', size: 10 });
+  private readonly distillRows: HTMLElement[];
+  private readonly hint = h('p', { class: 'muted dialog-text', hidden: true }, 'Pause the run first: a merge replaces the paused model’s weights.');
+  private readonly error = h('output', { class: 'ack error', 'data-testid': 'merge-error', 'aria-live': 'polite' });
+  private readonly submit = h('button', { type: 'submit', 'data-testid': 'merge-submit' }, 'Merge');
+  private runKey = '';
+  private lineage: LineageView | null = null;
+
+  constructor(private readonly onMerge: (runKey: string, command: CommandBody) => void) {
+    const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+    cancel.addEventListener('click', () => this.element.close());
+    const label = (text: string): HTMLElement => h('label', { class: 'muted' }, text);
+    this.weightsRow = [label('Weights'), this.weights];
+    this.distillRows = [label('Steps'), this.steps, label('Learning rate'), this.lr, label('Temperature'), this.temperature];
+    const form = h(
+      'form',
+      { method: 'dialog', novalidate: true },
+      h('h3', {}, 'Merge forks into the run'),
+      h(
+        'div',
+        { class: 'form-grid' },
+        label('Method'),
+        this.method,
+        h('span', {}),
+        this.help,
+        label('Forks'),
+        this.forks,
+        label('Name'),
+        this.name,
+        label('Optimizer'),
+        this.optimizer,
+        ...this.weightsRow,
+        ...this.distillRows,
+      ),
+      h('p', { class: 'muted dialog-text' }, 'The merged weights replace the paused model’s; Discard undoes it until training resumes.'),
+      this.hint,
+      this.error,
+      h('div', { class: 'dialog-buttons' }, cancel, this.submit),
+    );
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      this.send();
+    });
+    this.method.addEventListener('change', () => this.methodChanged());
+    this.element.append(form);
+  }
+
+  /** Open for run `runKey` with its lineage (the forks to choose from). */
+  open(runKey: string, lineage: LineageView | null, paused: boolean): void {
+    this.runKey = runKey;
+    this.lineage = lineage;
+    this.error.value = '';
+    this.methodChanged();
+    this.setPaused(paused);
+    if (!this.element.open) this.element.showModal();
+  }
+
+  setPaused(paused: boolean): void {
+    this.submit.disabled = !paused;
+    this.hint.hidden = paused;
+  }
+
+  get openFor(): string | null {
+    return this.element.open ? this.runKey : null;
+  }
+
+  private methodChanged(): void {
+    const method = this.method.value as MergeMethod;
+    this.help.textContent = METHOD_HELP[method];
+    const weighted = method === 'soup' || method === 'adapter';
+    for (const el of this.weightsRow) el.hidden = !weighted;
+    this.weights.placeholder = method === 'soup' ? 'equal (parent, then each fork)' : '1 per fork';
+    for (const el of this.distillRows) el.hidden = method !== 'distill';
+    const checked = new Set(this.chosen());
+    const forks = mergeableForks(this.lineage, method);
+    if (forks.length === 0) {
+      fill(this.forks, h('span', { class: 'muted' }, method === 'adapter' ? 'no finished fork with adapters' : 'no finished fork yet'));
+      return;
+    }
+    fill(this.forks, ...forks.map((node) => this.choice(node, checked.size === 0 || checked.has(node.name))));
+  }
+
+  private choice(node: LineageNode, checked: boolean): HTMLElement {
+    const box = h('input', { type: 'checkbox', value: node.name, checked });
+    const size = typeof node.selection?.size === 'number' ? ` · ${node.selection.size} samples` : '';
+    return h('label', { class: 'fork-choice' }, box, ` ${node.name}`, h('span', { class: 'muted' }, ` @ ${node.parent_step ?? '?'}${size}`));
+  }
+
+  private chosen(): string[] {
+    return [...this.forks.querySelectorAll<HTMLInputElement>('input[type=checkbox]')].filter((b) => b.checked).map((b) => b.value);
+  }
+
+  private form(): MergeForm {
+    return {
+      method: this.method.value as MergeMethod,
+      forks: this.chosen(),
+      name: this.name.value,
+      weights: this.weights.hidden ? '' : this.weights.value,
+      optimizer: this.optimizer.value as MergeForm['optimizer'],
+      steps: this.steps.value,
+      lr: this.lr.value,
+      temperature: this.temperature.value,
+    };
+  }
+
+  private send(): void {
+    const checked = mergeCommand(this.form());
+    if ('error' in checked) {
+      this.error.value = checked.error;
+      return;
+    }
+    this.element.close();
+    this.name.value = '';
+    this.onMerge(this.runKey, checked.command);
+  }
+}

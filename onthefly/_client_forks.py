@@ -1,0 +1,141 @@
+"""The fork and merge commands of :class:`onthefly.client.Client`.
+
+They run on the training thread at the next batch boundary (``fork``, ``merge`` and
+``discard_merge`` need a paused run) and wait for as long as that takes. See
+``docs/forks.md`` for the replies. Never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class ForkCommands:
+    """Mixed into :class:`~onthefly.client.Client`; every method returns the reply's data."""
+
+    def _call(self, kind: str, **fields: Any) -> dict[str, Any]:
+        raise NotImplementedError  # provided by Client
+
+    def fork(
+        self,
+        *,
+        steps: int | None = None,
+        epochs: int | None = None,
+        selection: str | None = None,
+        indices: Sequence[int] | None = None,
+        name: str | None = None,
+        lr: float | None = None,
+        batch_size: int | None = None,
+        optimizer: str = "fresh",
+        adapter_rank: int | None = None,
+        source: str | None = None,
+        **criterion: Any,
+    ) -> dict[str, Any]:
+        """Train a copy of the paused model on a slice of the training set.
+
+        Args:
+            steps: the budget in optimizer steps (or ``epochs``, exactly one of the two).
+            epochs: the budget in passes over the slice.
+            selection: the slice: a named selection of the train split …
+            indices: … or explicit dataset indices …
+            name: the fork's name (default ``fork-<n>``).
+            lr: learning rate (default: the run's current one).
+            batch_size: instead of the training loader's.
+            optimizer: ``"fresh"`` (the run's optimizer class and settings, no state) or
+                ``"clone"`` (its state too).
+            adapter_rank: train only low-rank adapters of this rank (for ``adapter`` merges).
+            source: ``"training"`` or ``"scan"``: the data an inline criterion reads.
+            **criterion: … or one criterion as in :meth:`select`: ``top=K``,
+                ``loss_min``/``loss_max``, ``quantile=Q``, ``region=...``, ``clusters=K``.
+
+        Returns:
+            The fork's record: ``name, run, status`` (``done``, ``cancelled`` or ``failed``),
+            ``steps, duration, slice_loss, parent_slice_loss, message``, …
+
+        Example:
+            >>> run.fork(selection="tail", steps=200, lr=1e-3)["slice_loss"]  # doctest: +SKIP
+            0.41
+        """
+        return self._call(
+            "fork",
+            steps=steps,
+            epochs=epochs,
+            selection=selection,
+            indices=None if indices is None else list(indices),
+            name=name,
+            lr=lr,
+            batch_size=batch_size,
+            optimizer=optimizer,
+            adapter_rank=adapter_rank,
+            source=source,
+            **criterion,
+        )
+
+    def forks(self) -> dict[str, Any]:
+        """The session's forks: ``{"forks": [{name, run, status, selection, budget, …}]}``."""
+        return self._call("forks")
+
+    def compare(self, *forks: str, rest_max: int = 10_000) -> dict[str, Any]:
+        """The current model and ``forks`` (default: every fork with weights) on each fork's
+        slice, the rest of the training set and the validation set.
+
+        Returns:
+            ``{targets: [{name, kind, split, samples}], rows: [{model, run, kind, loss,
+            accuracy}]}`` with ``loss`` and ``accuracy`` aligned with ``targets``.
+        """
+        return self._call("compare", forks=list(forks), rest_max=rest_max)
+
+    def merge(
+        self,
+        method: str,
+        forks: Sequence[str],
+        *,
+        name: str | None = None,
+        weights: Sequence[float] | None = None,
+        optimizer: str = "keep",
+        steps: int = 100,
+        lr: float | None = None,
+        temperature: float = 2.0,
+        rest_max: int = 10_000,
+    ) -> dict[str, Any]:
+        """Merge ``forks`` into the paused model; training resumes from the merged model.
+
+        Args:
+            method: ``soup``, ``greedy``, ``fisher``, ``distill`` or ``adapter``.
+            forks: the forks' names.
+            name: the merge's name (default ``merge-<n>``).
+            weights: ``soup``: one per model, the parent first; ``adapter``: one per fork.
+            optimizer: ``"keep"`` the run's optimizer state, or ``"reset"`` it.
+            steps: ``distill``: optimizer steps.
+            lr: ``distill``: learning rate (default: the run's current one).
+            temperature: ``distill``: softmax temperature.
+            rest_max: samples of the rest of the training set used by the report.
+
+        Returns:
+            ``{name, run, method, forks, kept, optimizer, targets, before, after, …}``.
+
+        Example:
+            >>> run.merge("fisher", ["hard"])["after"]["loss"]  # doctest: +SKIP
+            [0.52, 0.21, 0.33]
+        """
+        return self._call(
+            "merge",
+            method=method,
+            forks=list(forks),
+            name=name,
+            weights=None if weights is None else list(weights),
+            optimizer=optimizer,
+            steps=steps,
+            lr=lr,
+            temperature=temperature,
+            rest_max=rest_max,
+        )
+
+    def discard_merge(self) -> dict[str, Any]:
+        """Undo the latest merge (weights and optimizer state) while the run is still paused."""
+        return self._call("discard_merge")
+
+    def lineage(self) -> dict[str, Any]:
+        """The session's models as a DAG: ``{active, nodes, edges}``."""
+        return self._call("lineage")

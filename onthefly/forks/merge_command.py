@@ -1,0 +1,331 @@
+"""The ``compare``, ``merge`` and ``discard_merge`` commands of :class:`ForkSpawner`.
+
+A merge builds the merged model from the run's model and the named forks
+(:mod:`onthefly.forks.merging`), evaluates both on each fork's slice, the rest of the
+training set and the validation set (the before/after report), then loads the merged weights
+*into the run's model, in place*: the parameters stay the same objects, so the user's
+optimizer, scheduler and any reference to them keep working, and resuming trains the merged
+model. The optimizer's state is kept as it is by default (``optimizer="keep"``: the merged
+weights are near the parent's, so its moment estimates stay on the right scale, whereas an
+emptied Adam restarts its bias correction with a few large steps) or emptied
+(``optimizer="reset"``).
+
+The pre-merge weights and optimizer states are kept (on the CPU) until training resumes:
+``discard_merge`` puts them back exactly, the latest merge first. The merge becomes a node of
+the lineage and a run of its own (announced with the merge step; its training metrics
+continue in the main run).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from lightning.fabric.utilities.apply_func import apply_to_collection
+from torch import nn
+
+from onthefly.callbacks._interrupts import Interrupts
+from onthefly.errors import ConfigurationError, SessionFileError
+from onthefly.forks.adapters import add_adapters
+from onthefly.forks.compare import Evaluator, Score, Target, targets
+from onthefly.forks.merging import Merged, MergeData, Options, optimizer_kind
+from onthefly.forks.merging import merge as build
+from onthefly.forks.registry import ForkRecord
+from onthefly.forks.run import Refused, RunParts
+from onthefly.forks.spawn import model_copy, parent_untouched
+
+if TYPE_CHECKING:
+    from onthefly.callbacks.commands import Boundary
+    from onthefly.callbacks.fork_spawner import ForkSpawner
+    from onthefly.server import PendingCommand
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Undo:
+    """What a merge replaced: the run's weights and optimizer states (CPU copies)."""
+
+    name: str
+    run: str
+    weights: dict[str, torch.Tensor]
+    optimizers: list[dict[str, Any]]
+
+
+class MergeHistory:
+    """The merges that can still be discarded (latest last); emptied when training resumes."""
+
+    def __init__(self) -> None:
+        self.undo: list[Undo] = []
+
+    def forget(self) -> None:
+        self.undo.clear()
+
+
+def fork_model(spawner: ForkSpawner, parent: nn.Module, record: ForkRecord) -> nn.Module:
+    """The fork ``record`` as a model: a copy of the parent's architecture (with the fork's
+    adapters) holding the fork's saved weights."""
+    model = model_copy(parent)
+    if record.adapter_rank is not None:
+        add_adapters(model, record.adapter_rank)
+    return spawner.registry.load_weights(record, model)
+
+
+def _records(spawner: ForkSpawner, names: list[str]) -> list[ForkRecord]:
+    if len(set(names)) != len(names):
+        raise ConfigurationError(f"forks {names} name a fork twice; expected distinct names")
+    return [spawner.registry.with_weights(name) for name in names]
+
+
+def _evaluator(
+    parts: RunParts, records: list[ForkRecord], rest_max: int, interrupts: Interrupts
+) -> Evaluator:
+    if parts.spec is None:
+        raise ConfigurationError(
+            "comparing models needs the loss function with a 'reduction' option (e.g. "
+            "nn.CrossEntropyLoss); pass loss_fn= to fit() / attach_lightning / OnTheFly"
+        )
+    found = targets(
+        {r.name: r.indices for r in records},
+        parts.train_size,
+        parts.val is not None,
+        rest_max,
+    )
+    return Evaluator(found, parts.train, parts.val, parts.spec, interrupts.check)
+
+
+# ---------------------------------------------------------------------------- compare
+
+
+def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None:
+    """The ``compare`` command: one table, rows = models, columns = targets."""
+    command: Any = cmd.command
+    trainer = boundary.trainer
+    parts = spawner.parts(trainer)
+    names = list(command.forks) or [r.name for r in spawner.registry if r.has_weights]
+    records = _records(spawner, names)
+    interrupts = Interrupts(spawner.session, compare=True)
+    started = time.perf_counter()
+    try:
+        evaluator = _evaluator(parts, records, command.rest_max, interrupts)
+        active = spawner.lineage.node(spawner.lineage.active)
+        rows = [{"model": active["name"], "run": active["run"], "kind": active["kind"]}]
+        rows += [{"model": r.name, "run": r.run, "kind": "fork"} for r in records]
+        scores = [evaluator.scores(parts.model)]
+        for record in records:
+            with parent_untouched():
+                scores.append(evaluator.scores(fork_model(spawner, parts.model, record)))
+        if any(s is None for s in scores):
+            cmd.reply(cancelled=True)
+            return
+        table = evaluator.table(scores)  # type: ignore[arg-type]
+        for row, values in zip(rows, table["rows"], strict=True):
+            row.update(values)
+        cmd.reply(
+            cancelled=False,
+            step=int(trainer.global_step),
+            targets=table["targets"],
+            rows=rows,
+            duration=time.perf_counter() - started,
+        )
+    finally:
+        interrupts.replay(boundary)  # what came in meanwhile runs after the answer
+
+
+# ---------------------------------------------------------------------------- merge
+
+
+@dataclass
+class _Built:
+    """A merged model and its report, not applied yet."""
+
+    merged: Merged
+    before: dict[str, Score]
+    after: dict[str, Score]
+    evaluator: Evaluator
+
+
+def merge(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None:
+    """The ``merge`` command (see the module docstring)."""
+    command: Any = cmd.command
+    spawner.paused("a merge")
+    parts = spawner.parts(boundary.trainer)
+    records = _records(spawner, list(command.forks))
+    name = spawner.registry.check_new(command.name or _next_name(spawner), spawner.taken_names())
+    interrupts = Interrupts(spawner.session, merge=name)
+    started = time.perf_counter()
+    try:
+        built = _build(spawner, parts, records, command, interrupts)
+        if built is None or interrupts.cancelled:
+            cmd.reply(cancelled=True, name=name)
+            return
+        report = _commit(spawner, boundary, parts, records, name, command, built)
+        cmd.reply(**report, duration=time.perf_counter() - started)
+    finally:
+        interrupts.replay(boundary)  # what came in meanwhile runs after the answer
+
+
+def _build(
+    spawner: ForkSpawner,
+    parts: RunParts,
+    records: list[ForkRecord],
+    command: Any,
+    interrupts: Interrupts,
+) -> _Built | None:
+    """The merged model and the before/after scores; ``None`` when cancelled."""
+    evaluator = _evaluator(parts, records, command.rest_max, interrupts)
+    rest = [t.indices for t in evaluator.targets if t.kind == "rest" and t.indices is not None]
+    data = MergeData(
+        train=parts.train,
+        spec=evaluator.spec,
+        slices=[r.indices for r in records],
+        rest=rest[0].tolist() if rest else [],
+        score=_val_loss(parts, interrupts) if parts.val is not None else None,
+        cancelled=interrupts.check,
+    )
+    options = Options(
+        weights=command.weights,
+        steps=command.steps,
+        lr=command.lr or float(parts.optimizer.param_groups[0]["lr"]),
+        temperature=command.temperature,
+        optimizer=optimizer_kind(parts.optimizer),
+    )
+    with parent_untouched():
+        before = evaluator.scores(parts.model)
+        forks = [fork_model(spawner, parts.model, r) for r in records]
+        merged = build(command.method, parts.model, forks, data, options)
+        after = evaluator.scores(merged.model)
+    if before is None or after is None:
+        return None
+    return _Built(merged, before, after, evaluator)
+
+
+def _commit(
+    spawner: ForkSpawner,
+    boundary: Boundary,
+    parts: RunParts,
+    records: list[ForkRecord],
+    name: str,
+    command: Any,
+    built: _Built,
+) -> dict[str, Any]:
+    """Load the merged model into the run, record the merge, and say what changed."""
+    trainer, session, lineage = boundary.trainer, spawner.session, spawner.lineage
+    if spawner.snapshot is not None:
+        try:
+            spawner.snapshot(trainer, "merge")
+        except (SessionFileError, OSError) as exc:  # a convenience: the merge goes on
+            log.warning("the checkpoint ring could not take a merge snapshot: %s", exc)
+    weights, states = _apply(parts, built.merged.model, command.optimizer)
+    server = session.server
+    assert server is not None  # commands come from the server
+    step = int(trainer.global_step)
+    lineage.bind_main(server.main_run, session.run_name)
+    parent = lineage.node(lineage.active)["name"]
+    run = server.add_run(name, parent=server.main_run)
+    lineage.add_merge(run, name, step=step, method=command.method, sources=[r.run for r in records])
+    spawner.merges.undo.append(Undo(name, run, weights, states))
+    table = built.evaluator.table([built.before, built.after])
+    _announce(server, run, step, table, session.run_name or server.main_run)
+    spawner.publish_lineage()
+    kept = built.merged.kept
+    ingredients = [parent, *(r.name for r in records)]  # greedy's indices, the parent first
+    return {
+        "name": name,
+        "run": run,
+        "method": command.method,
+        "forks": [r.name for r in records],
+        "kept": None if kept is None else [ingredients[i] for i in kept],
+        "optimizer": command.optimizer,
+        "targets": table["targets"],
+        "before": table["rows"][0],
+        "after": table["rows"][1],
+        "distill": built.merged.stats or None,
+        **session.position(trainer),
+    }
+
+
+def _val_loss(parts: RunParts, interrupts: Interrupts) -> Any:
+    """``score(model)``: the validation loss (``NaN`` when cancelled), for greedy soups."""
+    val = parts.evaluator([Target("val", "val", "val")], interrupts.check)
+    assert val is not None
+
+    def score(model: nn.Module) -> float:
+        scores = val.scores(model)
+        loss = None if scores is None else scores["val"].loss
+        return float("nan") if loss is None else loss
+
+    return score
+
+
+def _apply(parts: RunParts, merged: nn.Module, optimizer: str) -> tuple[dict[str, Any], list[Any]]:
+    """Load ``merged`` into the run's model in place; returns the replaced state."""
+    weights = _cpu_copy(parts.model.state_dict())
+    states = [_cpu_copy(parts.optimizer.state_dict())]
+    parts.model.load_state_dict(merged.state_dict())
+    if optimizer == "reset":
+        parts.optimizer.state.clear()
+    return weights, states
+
+
+def _cpu_copy(state: Any) -> Any:
+    return apply_to_collection(state, torch.Tensor, lambda t: t.detach().to("cpu", copy=True))
+
+
+def _announce(server: Any, run: str, step: int, table: dict[str, Any], main: str) -> None:
+    """The merge's run: its validation figures after the merge, and where training goes on."""
+    names = [t["name"] for t in table["targets"]]
+    if "val" in names:
+        at = names.index("val")
+        after = table["rows"][1]
+        values = {"loss": after["loss"][at], "acc": after["accuracy"][at]}
+        server.publish(run, "metrics", split="val", step=step, epoch=0, values=values)
+    server.publish(
+        run,
+        "status",
+        state="finished",
+        step=step,
+        epoch=0,
+        reason=f"merged at step {step}; training continues in run {main}",
+    )
+
+
+def _next_name(spawner: ForkSpawner) -> str:
+    taken = spawner.taken_names()
+    n = 1
+    while f"merge-{n}" in taken:
+        n += 1
+    return f"merge-{n}"
+
+
+# ---------------------------------------------------------------------------- discard
+
+
+def discard(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None:
+    """The ``discard_merge`` command: the latest merge's weights and optimizer state undone."""
+    trainer = boundary.trainer
+    spawner.paused("discarding a merge")
+    if not spawner.merges.undo:
+        raise Refused(
+            "invalid_state",
+            "no merge to discard: discard_merge undoes a merge until training resumes",
+        )
+    parts = spawner.parts(trainer)
+    undo = spawner.merges.undo.pop()
+    parts.model.load_state_dict(undo.weights)
+    parts.optimizer.load_state_dict(undo.optimizers[0])
+    active = spawner.lineage.discard(undo.run)
+    server = spawner.session.server
+    if server is not None:
+        step = int(trainer.global_step)
+        server.publish(undo.run, "status", state="finished", step=step, epoch=0, reason="discarded")
+    spawner.publish_lineage()
+    cmd.reply(
+        name=undo.name,
+        run=undo.run,
+        active=active,
+        **spawner.session.position(trainer),
+    )

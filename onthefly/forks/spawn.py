@@ -1,0 +1,395 @@
+"""Making and training one fork: a real copy of the model, trained on a slice, parent untouched.
+
+* :func:`subset_loader` — a new ``DataLoader`` over ``Subset(dataset, indices)`` with the
+  parent loader's settings (batch size, collate function, workers, pin memory, ``drop_last``,
+  worker init function, timeout); shuffled when the parent's sampler shuffles, with a copy of
+  the parent loader's generator when it has one (else the global generator, which the fork
+  draws from inside its own forked RNG). The parent loader is never iterated.
+* :func:`model_copy` and :func:`fork_optimizer` — a deep copy of the model (a
+  ``LightningModule`` is copied without its trainer) and an optimizer of the parent's class
+  over the copy's parameters: ``fresh`` (the parent's param groups and hyperparameters, empty
+  state) or ``clone`` (its state too, deep-copied).
+* :func:`train_fork` — trains the copy while the parent stays paused: under the native
+  trainer with a nested :class:`onthefly.Trainer` (no session; the parent's custom training
+  step, device, precision and clipping), under Lightning with a short nested
+  ``lightning.Trainer.fit`` of the module copy (the user's ``training_step``; the parent's
+  accelerator, device, precision, clipping and accumulation; no logger, checkpoints,
+  validation or progress bar).
+
+Around the training every random generator is forked (torch CPU and CUDA, NumPy, ``random``),
+the per-sample capture of the parent's batch is set aside, and grad mode is put back, so the
+parent's weights, optimizer, RNG streams, grad scaler and data position are as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import logging
+import math
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from lightning.pytorch.utilities.seed import isolate_rng
+from lightning.pytorch.utilities.warnings import PossibleUserWarning
+from torch import nn
+from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Subset
+
+from onthefly.callbacks._driver import is_lightning
+from onthefly.errors import ConfigurationError
+from onthefly.forks.stream import ForkStream
+from onthefly.samples import capture
+from onthefly.sessions.data_position import TrackedLoader
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Exactly one of ``steps`` (optimizer steps) or ``epochs`` (passes over the slice)."""
+
+    steps: int | None = None
+    epochs: int | None = None
+
+    def to_json(self) -> dict[str, int]:
+        return (
+            {"steps": self.steps} if self.steps is not None else {"epochs": int(self.epochs or 0)}
+        )
+
+    def total(self, loader: DataLoader, accumulate: int = 1) -> int | None:
+        """The optimizer steps this budget makes over ``loader``."""
+        if self.steps is not None:
+            return self.steps
+        return int(self.epochs or 0) * math.ceil(len(loader) / max(accumulate, 1))
+
+
+@dataclass
+class ForkOutcome:
+    """How a fork's training ended: ``done``, ``cancelled`` or ``failed`` (with ``message``)."""
+
+    status: str
+    steps: int
+    duration: float
+    message: str | None = None
+
+
+# ---------------------------------------------------------------------------- the data
+
+
+def plain_loader(loader: Any) -> Any:
+    """The user's loader behind OnTheFly's data-position wrapper."""
+    return loader.loader if isinstance(loader, TrackedLoader) else loader
+
+
+def check_indices(indices: Sequence[int], size: int) -> list[int]:
+    """``indices`` as ints, each a valid index into a dataset of ``size`` samples.
+
+    Raises:
+        ConfigurationError: an empty list, or indices outside ``[0, size)`` (the first few).
+    """
+    values = [int(i) for i in indices]
+    if not values:
+        raise ConfigurationError("the slice is empty; expected at least one sample")
+    bad = [i for i in values if not 0 <= i < size][:5]
+    if bad:
+        raise ConfigurationError(
+            f"indices {bad} are out of range; expected dataset indices in [0, {size})"
+        )
+    return values
+
+
+def training_data(loader: Any) -> DataLoader:
+    """The run's training ``DataLoader`` over a map-style dataset.
+
+    Raises:
+        ConfigurationError: no loader, not a ``DataLoader``, or an iterable dataset (a slice
+            needs indices).
+    """
+    loader = plain_loader(loader)
+    if loader is None:
+        raise ConfigurationError("this run has no training loader to take a slice of")
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        raise ConfigurationError(
+            "forks need the training data as a torch DataLoader over a map-style dataset "
+            f"(indexable, with a length); got {type(loader).__name__}"
+        )
+    return loader
+
+
+def subset_loader(
+    loader: DataLoader,
+    indices: Sequence[int],
+    *,
+    batch_size: int | None = None,
+    shuffle: bool | None = None,
+    drop_last: bool | None = None,
+) -> DataLoader:
+    """A new loader over ``Subset(loader.dataset, indices)`` with ``loader``'s settings.
+
+    Args:
+        loader: the parent's loader (never iterated).
+        indices: dataset indices of the samples.
+        batch_size: instead of the parent's.
+        shuffle: instead of the parent's (shuffled when its sampler is a ``RandomSampler``).
+        drop_last: instead of the parent's.
+
+    Raises:
+        ConfigurationError: ``drop_last`` with fewer samples than one batch.
+    """
+    size = int(
+        batch_size or loader.batch_size or getattr(loader.batch_sampler, "batch_size", None) or 1
+    )
+    drop = loader.drop_last if drop_last is None else drop_last
+    if drop and len(indices) < size:
+        raise ConfigurationError(
+            f"the slice has {len(indices)} samples, fewer than one batch of {size} with "
+            "drop_last=True; expected a smaller batch_size or a larger slice"
+        )
+    workers = loader.num_workers
+    options: dict[str, Any] = {}
+    if workers > 0:
+        options = {
+            "prefetch_factor": loader.prefetch_factor,
+            "worker_init_fn": loader.worker_init_fn,
+            "multiprocessing_context": loader.multiprocessing_context,
+            "timeout": loader.timeout,
+        }
+    return DataLoader(
+        Subset(loader.dataset, list(indices)),
+        batch_size=size,
+        shuffle=isinstance(loader.sampler, RandomSampler) if shuffle is None else shuffle,
+        num_workers=workers,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        pin_memory_device=loader.pin_memory_device,
+        drop_last=drop,
+        generator=_generator_copy(loader.generator),
+        **options,
+    )
+
+
+def _generator_copy(generator: torch.Generator | None) -> torch.Generator | None:
+    # A copy, so that the fork's shuffles never advance the parent loader's generator.
+    if generator is None:
+        return None
+    twin = torch.Generator(device=generator.device)
+    twin.set_state(generator.get_state())
+    return twin
+
+
+# ---------------------------------------------------------------------------- the model
+
+
+def model_copy(model: nn.Module) -> nn.Module:
+    """An independent deep copy (same device); a ``LightningModule`` is copied without its
+    trainer, and the copy holds no gradients."""
+    twin = copy.deepcopy(model)
+    for param in twin.parameters():
+        param.grad = None
+    return twin
+
+
+def fork_optimizer(
+    parent: torch.optim.Optimizer,
+    parent_model: nn.Module,
+    model: nn.Module,
+    mode: str = "fresh",
+    lr: float | None = None,
+    params: list[nn.Parameter] | None = None,
+) -> torch.optim.Optimizer:
+    """An optimizer of ``parent``'s class for ``model``, a copy of ``parent_model``.
+
+    Args:
+        parent: the run's optimizer (over ``parent_model``'s parameters); never changed.
+        parent_model: the run's model.
+        model: its copy (same parameter order).
+        mode: ``fresh``: the parent's param groups and hyperparameters, no state; ``clone``:
+            also a deep copy of its state (moments, step counts).
+        lr: every group's learning rate instead of the parent's current one.
+        params: train only these (adapters): one group with the first group's
+            hyperparameters (``fresh`` only).
+
+    Raises:
+        ConfigurationError: the optimizer holds parameters outside the model, or its class
+            cannot be rebuilt from its defaults.
+    """
+    settings = [{k: v for k, v in g.items() if k != "params"} for g in parent.param_groups]
+    if params is not None:
+        groups = [{**settings[0], "params": list(params)}]
+    else:
+        pairs = zip(parent_model.parameters(), model.parameters(), strict=True)
+        twin_of = {id(p): q for p, q in pairs}
+        try:
+            groups = [
+                {**setting, "params": [twin_of[id(p)] for p in group["params"]]}
+                for setting, group in zip(settings, parent.param_groups, strict=True)
+            ]
+        except KeyError:
+            raise ConfigurationError(
+                "the optimizer holds parameters that are not the model's; expected an optimizer "
+                "over the model's parameters only"
+            ) from None
+    # Each group carries every hyperparameter; the defaults the constructor takes are passed
+    # too (some are recorded in ``defaults`` without being constructor arguments).
+    accepted = inspect.signature(type(parent)).parameters
+    try:
+        optimizer = type(parent)(
+            groups, **{k: v for k, v in parent.defaults.items() if k in accepted}
+        )
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"cannot make a {type(parent).__name__} for the fork from its defaults ({exc})"
+        ) from None
+    if mode == "clone":
+        optimizer.load_state_dict(copy.deepcopy(parent.state_dict()))
+    if lr is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+    return optimizer
+
+
+# ---------------------------------------------------------------------------- training
+
+
+@contextlib.contextmanager
+def parent_untouched() -> Iterator[None]:
+    """Fork every RNG, set aside the parent batch's per-sample capture, keep grad mode."""
+    slot = capture.armed_slot()
+    capture.arm(None)
+    grad = torch.is_grad_enabled()
+    try:
+        with isolate_rng():
+            yield
+    finally:
+        torch.set_grad_enabled(grad)
+        capture.arm(slot)
+
+
+def train_fork(
+    trainer: Any,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loader: DataLoader,
+    budget: Budget,
+    stream: ForkStream,
+) -> ForkOutcome:
+    """Train ``model`` (a copy) on ``loader`` for ``budget``, beside the paused ``trainer``.
+
+    An exception in the fork (the user's step, out of memory) ends it as ``failed`` with the
+    message; it never reaches the parent run.
+    """
+    started = time.perf_counter()
+    if stream.cancelled():  # cancelled before its first step
+        return ForkOutcome("cancelled", 0, 0.0)
+    train = _train_lightning if is_lightning(trainer) else _train_native
+    try:
+        with parent_untouched():
+            train(trainer, model, optimizer, loader, budget, stream)
+    except Exception as exc:  # the fork fails, the parent run goes on
+        log.warning("the fork %r failed: %s: %s", stream.name, type(exc).__name__, exc)
+        stream.flush()
+        duration = time.perf_counter() - started
+        return ForkOutcome("failed", stream.steps, duration, f"{type(exc).__name__}: {exc}")
+    status = "cancelled" if stream.cancelled_at is not None else "done"
+    return ForkOutcome(status, stream.steps, time.perf_counter() - started)
+
+
+def _train_native(
+    parent: Any,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loader: DataLoader,
+    budget: Budget,
+    stream: ForkStream,
+) -> None:
+    from onthefly.native.trainer import Trainer
+
+    default_step = getattr(parent, "_default_step", None)
+    fork = Trainer(
+        project="fork",
+        metrics=_metric_copies(getattr(parent, "_metrics", None)),
+        max_steps=budget.steps,
+        max_epochs=budget.epochs,
+        callbacks=[stream],
+        precision=parent.precision,
+        device=parent.device,
+        grad_clip_norm=getattr(default_step, "_grad_clip_norm", None),
+        progress_bar=False,
+        session=False,
+    )
+    if getattr(parent, "_custom_training_step", False):  # the user's own step
+        fork.training_step(parent._training_step)
+    fork.fit(model=model, optimizer=optimizer, loss_fn=parent.loss_fn, train_loader=loader)
+
+
+def _metric_copies(stages: Any) -> dict[str, Any]:
+    """Fresh copies of the native run's training metrics (its own keep their state)."""
+    copies = {}
+    for name, metric in getattr(stages, "by_stage", {}).get("train", {}).items():
+        twin = metric.clone()
+        twin.reset()
+        copies[name] = twin
+    return copies
+
+
+def _train_lightning(
+    parent: Any,
+    module: Any,
+    optimizer: torch.optim.Optimizer,
+    loader: DataLoader,
+    budget: Budget,
+    stream: ForkStream,
+) -> None:
+    import lightning.pytorch as pl
+
+    # The fork trains with the optimizer made for it (fresh or cloned), not a new one from
+    # the module's configure_optimizers (which would also bring its schedulers).
+    module.__dict__["configure_optimizers"] = lambda: optimizer
+    accelerator, devices = _accelerator(parent.strategy.root_device)
+    with warnings.catch_warnings(), _quiet_lightning():
+        # Lightning's hints about the nested trainer's own settings (few workers, a short
+        # run) are not the user's business; the user's own warnings still pass.
+        warnings.simplefilter("ignore", PossibleUserWarning)
+        fork = pl.Trainer(
+            accelerator=accelerator,
+            devices=devices,
+            precision=parent.precision,
+            max_steps=budget.steps if budget.steps is not None else -1,
+            max_epochs=budget.epochs if budget.epochs is not None else -1,
+            gradient_clip_val=parent.gradient_clip_val,
+            gradient_clip_algorithm=parent.gradient_clip_algorithm,
+            accumulate_grad_batches=parent.accumulate_grad_batches,
+            limit_val_batches=0,
+            num_sanity_val_steps=0,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            callbacks=[stream],
+        )
+        fork.fit(module, train_dataloaders=loader)
+
+
+def _accelerator(device: torch.device) -> tuple[str, Any]:
+    if device.type == "cuda":
+        return "cuda", [device.index or 0]
+    if device.type == "mps":
+        return "mps", 1
+    return "cpu", 1
+
+
+@contextlib.contextmanager
+def _quiet_lightning() -> Iterator[None]:
+    """Lightning's INFO lines about the nested trainer (devices, ...) stay off the dashboard."""
+    logger = logging.getLogger("lightning.pytorch")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

@@ -1,0 +1,74 @@
+"""The fork CLI subcommands against a real paused training run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from onthefly import cli
+from tests.callbacks.live import LiveClient
+from tests.forks import synthetic
+from tests.forks.live import PAUSE_AT, native_run
+
+
+def test_fork_compare_merge_discard_and_lineage(
+    onthefly_home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hard = ",".join(str(i) for i in synthetic.make_task().hard_train_idx)
+    outputs: dict[str, str] = {}
+
+    def script(client: LiveClient, trainer: Any) -> None:
+        for name, argv in {
+            "fork": ["fork", "--indices", hard, "--steps", "20", "--lr", "1e-3", "--name", "hard"],
+            "taken": ["fork", "--indices", "1,2", "--steps", "1", "--name", "hard"],
+            "forks": ["forks"],
+            "compare": ["compare"],
+            "compare_run": ["compare", "main", "hard"],
+            "soup": ["merge", "--method", "soup", "--from", "hard"],
+            "discard": ["discard-merge"],
+            "greedy": ["merge", "main", "--method", "greedy", "--from", "hard", "--json"],
+            "lineage": ["lineage"],
+        }.items():
+            code = cli.main(argv)
+            captured = capsys.readouterr()
+            outputs[name] = f"{code}\n{captured.out}{captured.err}"
+
+    native_run(onthefly_home, script)
+    fork = outputs["fork"]
+    assert fork.startswith("0\nfork 'hard' done: 20 steps in ")
+    assert f"on 200 samples from step {PAUSE_AT}; slice loss 2.217 -> 1.324 (run hard)" in fork
+    assert outputs["taken"].startswith("1\nonthefly: the name 'hard' is taken")
+    forks = outputs["forks"].splitlines()
+    assert forks[1].split()[:4] == ["name", "status", "from", "step"]
+    assert forks[2].split() == ["hard", "done", str(PAUSE_AT), "20", "200", "2.217", "1.324"]
+    table = outputs["compare"].splitlines()
+    assert "hard (slice, 200)" in table[1] and "rest (rest, 1800)" in table[1]
+    assert "val (val, 1000)" in table[1] and table[2].split()[:3] == ["|", "loss", "acc"]
+    assert table[3].split()[0] == "main" and table[4].split()[:3] == ["hard", "|", "1.324"]
+    assert outputs["compare_run"] == outputs["compare"]  # the first name is the run
+    soup = outputs["soup"].splitlines()
+    assert soup[1] == (
+        f"merge 'merge-1': soup of the model at step {PAUSE_AT} and hard; optimizer state kept "
+        "(run merge-1)"
+    )
+    assert soup[4].split()[:4] == ["before", "|", "2.217", "0"]
+    assert soup[5].split()[0] == "after" and float(soup[5].split()[2]) < 2.217
+    assert outputs["discard"] == f"0\ndiscarded merge 'merge-1': back to main at step {PAUSE_AT}\n"
+    greedy = json.loads(outputs["greedy"].split("\n", 1)[1])
+    assert greedy["method"] == "greedy" and greedy["kept"][0] in ("main", "hard")
+    lineage = outputs["lineage"].splitlines()
+    assert lineage[1] == "main (main, superseded)"
+    assert lineage[2].startswith(f"├─ hard (fork at step {PAUSE_AT}, done: 20 steps on 200")
+    assert lineage[3] == f"├─ merge-1 (soup merge at step {PAUSE_AT} with hard, discarded)"
+    assert lineage[4] == f"└─ merge-2 (greedy merge at step {PAUSE_AT} with hard, active) *"
+
+
+def test_a_fork_needs_one_slice_and_one_budget(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["fork", "--steps", "5"], ["fork", "--top", "5"], ["fork", "--top", "5"]):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(argv)
+        assert exited.value.code == 2
+    assert "one of the arguments --steps --epochs is required" in capsys.readouterr().err
