@@ -24,6 +24,8 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
+from onthefly.dataloaders import loader_like
+
 log = logging.getLogger(__name__)
 
 SEED = 0
@@ -85,22 +87,13 @@ def _rebuilt(loader: DataLoader[Any], rank: int, world_size: int) -> DataLoader[
         seed=SEED,
         drop_last=False,
     )
-    workers = loader.num_workers
-    return DataLoader(
-        loader.dataset,
-        batch_size=loader.batch_size,
+    # The new loader replaces the user's: it keeps their generator, persistent workers and
+    # in_order too.
+    return loader_like(
+        loader,
         sampler=sampler,
-        num_workers=workers,
-        collate_fn=loader.collate_fn,
-        pin_memory=loader.pin_memory,
-        drop_last=loader.drop_last,
-        timeout=loader.timeout,
-        worker_init_fn=loader.worker_init_fn,
-        multiprocessing_context=loader.multiprocessing_context,
         generator=loader.generator,
-        prefetch_factor=loader.prefetch_factor if workers > 0 else None,
         persistent_workers=loader.persistent_workers,
-        pin_memory_device=loader.pin_memory_device,
         in_order=loader.in_order,
     )
 

@@ -1,10 +1,11 @@
 """Making and training one fork: a real copy of the model, trained on a slice, parent untouched.
 
 * :func:`subset_loader` — a new ``DataLoader`` over ``Subset(dataset, indices)`` with the
-  parent loader's settings (batch size, collate function, workers, pin memory, ``drop_last``,
-  worker init function, timeout); shuffled when the parent's sampler shuffles, with a copy of
-  the parent loader's generator when it has one (else the global generator, which the fork
-  draws from inside its own forked RNG). The parent loader is never iterated.
+  parent loader's settings (:func:`~onthefly.dataloaders.loader_like`: batch size, collate
+  function, workers and their options, pin memory, ``drop_last``; no persistent workers, so
+  they end with the fork); shuffled when the parent's sampler shuffles, with a copy of the
+  parent loader's generator when it has one (else the global generator, which the fork draws
+  from inside its own forked RNG). The parent loader is never iterated.
 * :func:`model_copy` and :func:`fork_optimizer` — a deep copy of the model (a
   ``LightningModule`` is copied without its trainer) and an optimizer of the parent's class
   over the copy's parameters: ``fresh`` (the parent's param groups and hyperparameters, empty
@@ -41,6 +42,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Subset
 
 from onthefly.callbacks._driver import is_lightning
+from onthefly.dataloaders import loader_like
 from onthefly.errors import ConfigurationError
 from onthefly.forks.stream import ForkStream
 from onthefly.samples import capture
@@ -150,26 +152,13 @@ def subset_loader(
             f"the slice has {len(indices)} samples, fewer than one batch of {size} with "
             "drop_last=True; expected a smaller batch_size or a larger slice"
         )
-    workers = loader.num_workers
-    options: dict[str, Any] = {}
-    if workers > 0:
-        options = {
-            "prefetch_factor": loader.prefetch_factor,
-            "worker_init_fn": loader.worker_init_fn,
-            "multiprocessing_context": loader.multiprocessing_context,
-            "timeout": loader.timeout,
-        }
-    return DataLoader(
-        Subset(loader.dataset, list(indices)),
+    return loader_like(
+        loader,
+        dataset=Subset(loader.dataset, list(indices)),
         batch_size=size,
         shuffle=isinstance(loader.sampler, RandomSampler) if shuffle is None else shuffle,
-        num_workers=workers,
-        collate_fn=loader.collate_fn,
-        pin_memory=loader.pin_memory,
-        pin_memory_device=loader.pin_memory_device,
         drop_last=drop,
         generator=_generator_copy(loader.generator),
-        **options,
     )
 
 

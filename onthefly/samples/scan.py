@@ -1,9 +1,10 @@
 """A full pass of the current model over one split: every sample's loss, right now.
 
 The scan never disturbs the run: it iterates a *new* ``DataLoader`` over the same dataset
-(same batch size, workers and collate function; sequential order, no ``drop_last``, no
-persistent workers), so the training loader's position and workers are untouched and every
-sample is seen exactly once, its id being its dataset index. It runs in eval mode under
+(:func:`~onthefly.dataloaders.loader_like`: same batch size, workers and their options,
+collate function and memory pinning; sequential order, no ``drop_last``, no persistent
+workers), so the training loader's position and workers are untouched and every sample is
+seen exactly once, its id being its dataset index. It runs in eval mode under
 ``no_grad`` with every random number generator forked (torch, CUDA, numpy, ``random``); each
 module's train/eval mode is put back afterwards. It checks ``cancelled()`` before each batch.
 
@@ -27,6 +28,7 @@ from lightning.pytorch.utilities.seed import isolate_rng
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
+from onthefly.dataloaders import loader_like
 from onthefly.native.step import batch_size, unpack
 from onthefly.samples.attribution import ids_from_batch
 from onthefly.samples.capture import LossSpec, host_values, per_sample
@@ -62,24 +64,9 @@ def scan_loader(loader: Iterable[Any]) -> Iterable[Any]:
     size = loader.batch_size
     if size is None and loader.batch_sampler is not None:
         size = getattr(loader.batch_sampler, "batch_size", None) or 64
-    workers = loader.num_workers
-    options: dict[str, Any] = {}
-    if workers > 0:
-        options = {
-            "prefetch_factor": loader.prefetch_factor,
-            "worker_init_fn": loader.worker_init_fn,
-            "multiprocessing_context": loader.multiprocessing_context,
-        }
-    return DataLoader(
-        loader.dataset,
-        batch_size=size,
-        shuffle=False,
-        num_workers=workers,
-        collate_fn=loader.collate_fn,
-        pin_memory=loader.pin_memory,
-        drop_last=False,
-        **options,
-    )
+    # loader_like's defaults suit a scan: sequential and in order (ids are positions), no
+    # persistent workers (one pass) and no generator (the training loader's must not move).
+    return loader_like(loader, batch_size=size, drop_last=False)
 
 
 def dataset_size(loader: Iterable[Any]) -> int | None:

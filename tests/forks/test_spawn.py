@@ -24,39 +24,20 @@ from onthefly.forks.spawn import (
 )
 from onthefly.samples import capture
 from onthefly.sessions.data_position import TrackedLoader
+from tests.loaders import collate, configured_loader, init_worker
 
 
 def _data(n: int = 20) -> TensorDataset:
     return TensorDataset(torch.arange(n, dtype=torch.float32).reshape(n, 1), torch.arange(n))
 
 
-def _collate(items: list[Any]) -> dict[str, torch.Tensor]:
-    return {"x": torch.stack([x for x, _ in items]), "y": torch.stack([y for _, y in items])}
-
-
-def _init_worker(worker: int) -> None:
-    pass
-
-
 def test_the_subset_loader_keeps_the_parent_loaders_settings() -> None:
-    parent = DataLoader(
-        _data(),
-        batch_size=3,
-        shuffle=True,
-        num_workers=2,
-        collate_fn=_collate,
-        pin_memory=True,
-        drop_last=True,
-        worker_init_fn=_init_worker,
-        timeout=7,
-        prefetch_factor=3,
-        persistent_workers=True,
-    )
+    parent = configured_loader(_data())
     loader = subset_loader(parent, [4, 2, 9, 11])
     assert list(loader.dataset.indices) == [4, 2, 9, 11]  # type: ignore[attr-defined]
     assert loader.dataset.dataset is parent.dataset  # type: ignore[attr-defined]
     assert (loader.batch_size, loader.num_workers, loader.drop_last) == (3, 2, True)
-    assert loader.collate_fn is _collate and loader.worker_init_fn is _init_worker
+    assert loader.collate_fn is collate and loader.worker_init_fn is init_worker
     assert (loader.pin_memory, loader.timeout, loader.prefetch_factor) == (True, 7, 3)
     assert isinstance(loader.sampler, torch.utils.data.RandomSampler)
     assert not loader.persistent_workers  # a fork's workers end with the fork

@@ -1,13 +1,15 @@
 /**
  * The merge dialog: which finished forks to merge into the paused model, by which method
  * (uniform or greedy soup, Fisher-weighted average, distillation, adapter folding), with
- * the method's settings. The fields are checked before anything is sent (`mergeCommand`).
+ * the method's settings. The fields are checked before anything is sent (`mergeCommand`, in
+ * a `CommandDialog`).
  */
 import type { CommandBody } from '../../common/messages';
 import type { LineageNode } from '../../protocol.gen';
 import { fill, h } from '../dom';
 import { MERGE_METHODS, mergeCommand, type MergeForm, type MergeMethod } from '../forkForms';
 import { mergeableForks, type LineageView } from '../forkReplies';
+import { CommandDialog } from './commandDialog';
 
 const METHOD_HELP: Record<MergeMethod, string> = {
   soup: 'average of the parent and the forks, BatchNorm statistics recomputed',
@@ -18,7 +20,7 @@ const METHOD_HELP: Record<MergeMethod, string> = {
 };
 
 export class MergeDialog {
-  readonly element = h('dialog', { class: 'otf-dialog', 'data-testid': 'merge-dialog', 'aria-label': 'Merge' });
+  readonly element: HTMLDialogElement;
   private readonly method = h('select', { 'aria-label': 'Merge method', 'data-testid': 'merge-method' }, ...MERGE_METHODS.map((m) => h('option', { value: m }, m)));
   private readonly help = h('p', { class: 'muted dialog-text' });
   private readonly forks = h('div', { class: 'fork-choices', 'data-testid': 'merge-forks' });
@@ -30,22 +32,16 @@ export class MergeDialog {
   private readonly lr = h('input', { type: 'text', placeholder: "the run's", 'aria-label': 'Distillation learning rate', size: 10 });
   private readonly temperature = h('input', { type: 'text', value: '2', 'aria-label': 'Temperature', size: 10 });
   private readonly distillRows: HTMLElement[];
-  private readonly hint = h('p', { class: 'muted dialog-text', hidden: true }, 'Pause the run first: a merge replaces the paused model’s weights.');
-  private readonly error = h('output', { class: 'ack error', 'data-testid': 'merge-error', 'aria-live': 'polite' });
-  private readonly submit = h('button', { type: 'submit', 'data-testid': 'merge-submit' }, 'Merge');
+  private readonly dialog: CommandDialog;
   private runKey = '';
   private lineage: LineageView | null = null;
 
-  constructor(private readonly onMerge: (runKey: string, command: CommandBody) => void) {
-    const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
-    cancel.addEventListener('click', () => this.element.close());
+  constructor(onMerge: (runKey: string, command: CommandBody) => void) {
     const label = (text: string): HTMLElement => h('label', { class: 'muted' }, text);
     this.weightsRow = [label('Weights'), this.weights];
     this.distillRows = [label('Steps'), this.steps, label('Learning rate'), this.lr, label('Temperature'), this.temperature];
-    const form = h(
-      'form',
-      { method: 'dialog', novalidate: true },
-      h('h3', {}, 'Merge forks into the run'),
+    const text = { id: 'merge', action: 'Merge', title: 'Merge forks into the run', pauseFirst: 'Pause the run first: a merge replaces the paused model’s weights.' };
+    const fields = [
       h(
         'div',
         { class: 'form-grid' },
@@ -63,31 +59,25 @@ export class MergeDialog {
         ...this.distillRows,
       ),
       h('p', { class: 'muted dialog-text' }, 'The merged weights replace the paused model’s; Discard undoes it until training resumes.'),
-      this.hint,
-      this.error,
-      h('div', { class: 'dialog-buttons' }, cancel, this.submit),
-    );
-    form.addEventListener('submit', (e) => {
-      e.preventDefault();
-      this.send();
+    ];
+    this.dialog = new CommandDialog(text, fields, () => mergeCommand(this.form()), (command) => {
+      this.name.value = '';
+      onMerge(this.runKey, command);
     });
+    this.element = this.dialog.element;
     this.method.addEventListener('change', () => this.methodChanged());
-    this.element.append(form);
   }
 
   /** Open for run `runKey` with its lineage (the forks to choose from). */
   open(runKey: string, lineage: LineageView | null, paused: boolean): void {
     this.runKey = runKey;
     this.lineage = lineage;
-    this.error.value = '';
     this.methodChanged();
-    this.setPaused(paused);
-    if (!this.element.open) this.element.showModal();
+    this.dialog.show(paused);
   }
 
   setPaused(paused: boolean): void {
-    this.submit.disabled = !paused;
-    this.hint.hidden = paused;
+    this.dialog.setPaused(paused);
   }
 
   get openFor(): string | null {
@@ -131,16 +121,5 @@ export class MergeDialog {
       lr: this.lr.value,
       temperature: this.temperature.value,
     };
-  }
-
-  private send(): void {
-    const checked = mergeCommand(this.form());
-    if ('error' in checked) {
-      this.error.value = checked.error;
-      return;
-    }
-    this.element.close();
-    this.name.value = '';
-    this.onMerge(this.runKey, checked.command);
   }
 }

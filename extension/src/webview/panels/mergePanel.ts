@@ -5,11 +5,10 @@
  * is still paused (`discard_merge`).
  */
 import type { CommandBody, Outcome } from '../../common/messages';
-import { fill, formatNumber, h } from '../dom';
+import { formatNumber, h } from '../dom';
 import { canDiscard, describeDiscard, mergeCaption, parseMerge, reportRows, type LineageView, type MergeReport } from '../forkReplies';
-import { readReply } from '../sampleReplies';
-import { AckLines } from './controls';
 import { MergeDialog } from './mergeDialog';
+import { RunReplies } from './runReplies';
 
 export interface MergeHooks {
   /** Send `command` to run `runKey`, tracked as busy (Cancel stops it). */
@@ -30,18 +29,23 @@ export class MergePanel {
   private readonly caption = h('p', { class: 'muted plot-caption', 'data-testid': 'merge-caption' });
   private readonly body = h('div', { class: 'table-scroll' });
   private readonly ack = h('output', { class: 'ack', 'data-testid': 'merge-ack', 'aria-live': 'polite' });
-  private readonly acks = new AckLines(this.ack);
-  private readonly reports = new Map<string, MergeReport>();
-  private runKey = '';
+  private readonly replies = new RunReplies<MergeReport>({
+    caption: this.caption,
+    body: this.body,
+    ack: this.ack,
+    empty: 'No merge yet: fork on a slice, then Merge… its fork into the run.',
+    parse: parseMerge,
+    describe: mergeCaption,
+    draw: reportTable,
+  });
   private lineage: LineageView | null = null;
   private paused = false;
 
   constructor(private readonly hooks: MergeHooks) {
     this.dialog = new MergeDialog((key, command) => void this.merge(key, command));
-    this.mergeButton.addEventListener('click', () => this.dialog.open(this.runKey, this.lineage, this.paused));
+    this.mergeButton.addEventListener('click', () => this.dialog.open(this.replies.key, this.lineage, this.paused));
     this.discardButton.addEventListener('click', () => void this.discard());
     this.element.append(h('h3', {}, 'Merge'), h('div', { class: 'toolbar' }, this.mergeButton, this.discardButton), this.caption, this.body, this.ack, this.dialog.element);
-    this.draw();
   }
 
   render(runKey: string, lineage: LineageView | null, live: boolean, paused: boolean): void {
@@ -50,52 +54,40 @@ export class MergePanel {
     this.mergeButton.disabled = !live;
     this.discardButton.disabled = !paused || !canDiscard(lineage);
     if (this.dialog.openFor === runKey) this.dialog.setPaused(paused);
-    if (runKey === this.runKey) return;
-    this.runKey = runKey;
-    this.acks.show(runKey);
-    this.draw();
+    this.replies.show(runKey);
   }
 
   private async merge(key: string, command: CommandBody): Promise<void> {
     const method = 'method' in command ? String(command.method) : '';
-    const outcome = await this.acks.track(key, `merge (${method})`, this.hooks.send(key, command));
-    if (!outcome.ok) return;
-    if (outcome.data.cancelled === true) return this.acks.set(key, 'merge cancelled', 'error');
-    const read = readReply(parseMerge, outcome.data);
-    if ('error' in read) return this.acks.set(key, read.error, 'error');
-    this.reports.set(key, read.value);
-    this.acks.set(key, `merged ${read.value.name}: training resumes from it (Discard undoes it while paused)`, 'ok');
-    if (key === this.runKey) this.draw();
+    await this.replies.track(key, this.hooks.send(key, command), {
+      label: `merge (${method})`,
+      cancelled: 'merge cancelled',
+      done: (report) => `merged ${report.name}: training resumes from it (Discard undoes it while paused)`,
+    });
   }
 
   private async discard(): Promise<void> {
-    const key = this.runKey;
-    const outcome = await this.acks.track(key, 'discard', this.hooks.send(key, { type: 'discard_merge' }));
-    this.acks.set(key, describeDiscard(outcome), outcome.ok ? 'ok' : 'error');
+    const key = this.replies.key;
+    const outcome = await this.replies.acks.track(key, 'discard', this.hooks.send(key, { type: 'discard_merge' }));
+    this.replies.acks.set(key, describeDiscard(outcome), outcome.ok ? 'ok' : 'error');
   }
+}
 
-  private draw(): void {
-    const report = this.reports.get(this.runKey);
-    if (!report) {
-      this.caption.textContent = '';
-      fill(this.body, h('p', { class: 'muted' }, 'No merge yet: fork on a slice, then Merge… its fork into the run.'));
-      return;
-    }
-    this.caption.textContent = mergeCaption(report);
-    const rows = reportRows(report).map((row) =>
-      h(
-        'tr',
-        { 'data-target': row.target.name },
-        h('td', {}, row.target.name, row.target.kind !== row.target.name && h('span', { class: 'muted' }, ` ${row.target.kind}`)),
-        h('td', {}, String(row.target.samples)),
-        h('td', { 'data-before': '' }, formatNumber(row.before)),
-        h('td', { 'data-after': '' }, formatNumber(row.after)),
-        h('td', { class: row.change === null ? '' : row.change < 0 ? 'better' : row.change > 0 ? 'worse' : '' }, signed(row.change)),
-        h('td', {}, formatNumber(row.accBefore, 3)),
-        h('td', {}, formatNumber(row.accAfter, 3)),
-      ),
-    );
-    const head = h('tr', {}, ...['target', 'samples', 'loss before', 'loss after', 'change', 'acc before', 'acc after'].map((t) => h('th', {}, t)));
-    fill(this.body, h('table', { 'data-testid': 'merge-report' }, h('thead', {}, head), h('tbody', {}, ...rows)));
-  }
+/** Per target: samples, loss before and after, the change (marked), accuracy before and after. */
+function reportTable(report: MergeReport): HTMLElement {
+  const rows = reportRows(report).map((row) =>
+    h(
+      'tr',
+      { 'data-target': row.target.name },
+      h('td', {}, row.target.name, row.target.kind !== row.target.name && h('span', { class: 'muted' }, ` ${row.target.kind}`)),
+      h('td', {}, String(row.target.samples)),
+      h('td', { 'data-before': '' }, formatNumber(row.before)),
+      h('td', { 'data-after': '' }, formatNumber(row.after)),
+      h('td', { class: row.change === null ? '' : row.change < 0 ? 'better' : row.change > 0 ? 'worse' : '' }, signed(row.change)),
+      h('td', {}, formatNumber(row.accBefore, 3)),
+      h('td', {}, formatNumber(row.accAfter, 3)),
+    ),
+  );
+  const head = h('tr', {}, ...['target', 'samples', 'loss before', 'loss after', 'change', 'acc before', 'acc after'].map((t) => h('th', {}, t)));
+  return h('table', { 'data-testid': 'merge-report' }, h('thead', {}, head), h('tbody', {}, ...rows));
 }

@@ -1,0 +1,83 @@
+"""New ``DataLoader`` s that load the way the user's loader does: :func:`loader_like`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+
+def loader_like(
+    loader: DataLoader[Any],
+    *,
+    dataset: Dataset[Any] | None = None,
+    batch_size: int | None = None,
+    drop_last: bool | None = None,
+    sampler: Sampler[Any] | None = None,
+    shuffle: bool = False,
+    generator: torch.Generator | None = None,
+    persistent_workers: bool = False,
+    in_order: bool = True,
+) -> DataLoader[Any]:
+    """A new plain ``DataLoader`` that loads like ``loader``, with the given changes.
+
+    Carried over, as the user set them: the dataset, batch size and ``drop_last`` (unless
+    given), the collate function, the number of workers and memory pinning (with its device).
+    The options only workers use (timeout, worker init function, multiprocessing context,
+    prefetch factor) are carried over only when there are workers: torch refuses several of
+    them without workers, and a loader whose ``num_workers`` was lowered after it was built
+    still holds them.
+
+    Chosen by the caller instead, because carrying them over would be wrong for most new
+    loaders: the order (a sampler belongs to its dataset, so ``sampler`` or ``shuffle``;
+    sequential by default), the ``generator`` (the new loader would move the parent's one:
+    pass a copy, or the parent's own when the new loader replaces it), persistent workers
+    (off, so that the new loader's workers end with each pass) and ``in_order``. The parent
+    loader is never iterated. A batch sampler is never carried over.
+
+    Args:
+        loader: the loader to imitate.
+        dataset: instead of ``loader.dataset``.
+        batch_size: instead of ``loader.batch_size``.
+        drop_last: instead of ``loader.drop_last``.
+        sampler: the order of the samples (``shuffle`` must then be ``False``).
+        shuffle: a fresh random order every pass.
+        generator: draws the random order and the workers' seeds.
+        persistent_workers: keep the workers between passes (with workers only).
+        in_order: ``False`` lets batches arrive as soon as a worker has them.
+
+    Raises:
+        ValueError: from ``DataLoader``, e.g. both ``sampler`` and ``shuffle``.
+
+    Example:
+        >>> parent = DataLoader(range(10), batch_size=4, num_workers=2, timeout=30)
+        >>> loader = loader_like(parent, shuffle=True, drop_last=True)
+        >>> loader.batch_size, loader.num_workers, loader.timeout, loader.drop_last
+        (4, 2, 30, True)
+    """
+    workers = loader.num_workers
+    options: dict[str, Any] = {}
+    if workers > 0:
+        options = {
+            "timeout": loader.timeout,
+            "worker_init_fn": loader.worker_init_fn,
+            "multiprocessing_context": loader.multiprocessing_context,
+            "prefetch_factor": loader.prefetch_factor,
+            "persistent_workers": persistent_workers,
+        }
+    if not in_order:  # passed only when asked: the keyword is newer than our oldest torch
+        options["in_order"] = False
+    return DataLoader(
+        loader.dataset if dataset is None else dataset,
+        batch_size=loader.batch_size if batch_size is None else batch_size,
+        shuffle=shuffle,
+        sampler=sampler,
+        num_workers=workers,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        pin_memory_device=loader.pin_memory_device,
+        drop_last=loader.drop_last if drop_last is None else drop_last,
+        generator=generator,
+        **options,
+    )
