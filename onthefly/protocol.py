@@ -126,6 +126,8 @@ class RunSnapshot(RunInfo):
     hparam_changes: list[HparamChange] = Field(default_factory=list)
     health: list[HealthResult] = Field(default_factory=list)
     """The latest result of each health check."""
+    lineage: LineageChanged | None = None
+    """The latest lineage of forks and merges published on this run, if any."""
 
 
 class ErrorInfo(Message):

@@ -959,6 +959,7 @@ export interface RunSnapshot {
   latest: {
     [k: string]: number | null | undefined;
   };
+  lineage: LineageChanged | null;
   name: string;
   parent: string | null;
   project: string;

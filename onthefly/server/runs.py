@@ -21,6 +21,7 @@ from onthefly.protocol import (
     EventModel,
     HealthResult,
     HparamChange,
+    LineageChanged,
     LogEvent,
     LogRecord,
     Metrics,
@@ -36,6 +37,8 @@ from onthefly.protocol import (
 from onthefly.server.history import SeriesStore, Window, decimate
 
 StreamModel = EventModel
+
+Markers = tuple[list[HparamChange], list[HealthResult], LineageChanged | None]
 
 LOG_TAIL = 500
 """Log records kept for snapshots (the most recent ones)."""
@@ -66,6 +69,7 @@ class _Run:
     history: SeriesStore = field(default_factory=SeriesStore)
     hparam_changes: list[HparamChange] = field(default_factory=list)
     health: dict[str, HealthResult] = field(default_factory=dict)  # latest per check
+    lineage: LineageChanged | None = None  # the latest
 
     @classmethod
     def of(cls, info: RunInfo) -> _Run:
@@ -84,8 +88,9 @@ class Capture:
     seq: int
     runs: list[tuple[RunInfo, list[int], dict[str, Window]]]
     logs: list[LogRecord]
-    markers: list[tuple[list[HparamChange], list[HealthResult]]] = field(default_factory=list)
-    """Per run (same order as ``runs``): its hyperparameter changes and latest health results."""
+    markers: list[Markers] = field(default_factory=list)
+    """Per run (same order as ``runs``): its hyperparameter changes, latest health results
+    and latest lineage."""
 
 
 class RunTable:
@@ -146,6 +151,8 @@ class RunTable:
             run.hparam_changes.append(event)
         elif isinstance(event, HealthResult):
             run.health[event.check] = event
+        elif isinstance(event, LineageChanged):
+            run.lineage = event
 
     def restore(self, runs: list[RunSnapshot], logs: list[LogRecord]) -> None:
         """Put saved runs back (a resumed run's past, or an exported session being viewed);
@@ -160,6 +167,7 @@ class RunTable:
                     run.history.add(split, step, {name: value})
             run.hparam_changes = list(saved.hparam_changes)
             run.health = {result.check: result for result in saved.health}
+            run.lineage = saved.lineage
             self._runs[saved.run] = run
         self._logs.extend(logs)
 
@@ -168,7 +176,7 @@ class RunTable:
         runs = []
         markers = []
         for run in self._runs.values():
-            markers.append((list(run.hparam_changes), list(run.health.values())))
+            markers.append((list(run.hparam_changes), list(run.health.values()), run.lineage))
             windows = {
                 series_key(split, name): run.history.window(split, name)
                 for split, name in run.history.names()
@@ -179,7 +187,7 @@ class RunTable:
 
 def render_snapshot(capture: Capture, session: str, max_points: int | None) -> bytes:
     """Serialise a captured state as a ``snapshot`` frame (decimated to ``max_points``)."""
-    markers = capture.markers or [([], [])] * len(capture.runs)
+    markers = capture.markers or [([], [], None)] * len(capture.runs)
     runs = [
         RunSnapshot(
             **info.model_dump(),
@@ -187,8 +195,9 @@ def render_snapshot(capture: Capture, session: str, max_points: int | None) -> b
             epoch_starts=epoch_starts,
             hparam_changes=changes,
             health=health,
+            lineage=lineage,
         )
-        for (info, epoch_starts, windows), (changes, health) in zip(
+        for (info, epoch_starts, windows), (changes, health, lineage) in zip(
             capture.runs, markers, strict=True
         )
     ]

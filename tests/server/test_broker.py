@@ -322,6 +322,27 @@ def test_snapshot_keeps_hparam_changes_and_the_latest_health_result_per_check() 
     assert [(h["check"], h["step"]) for h in run["health"]] == [("gradients", 5)]
 
 
+def test_snapshot_and_history_keep_the_latest_lineage() -> None:
+    # A dashboard that connects after a fork, and a viewer of an exported session, both draw
+    # the lineage from the snapshot: only the latest one published on the run is kept.
+    lineage = load_strict(
+        next(p for p in example_files("valid", "server") if p.name == "lineage.json")
+    )
+    payload = {k: lineage[k] for k in ("active", "nodes", "edges")}
+    broker = _broker()
+    broker.publish([("main", "lineage", 2.0, {**payload, "active": "baseline"})])
+    broker.publish([("main", "lineage", 3.0, payload)])
+    client = broker.connect()
+    _read(client)
+    _, snapshot = _send(broker, client, type="subscribe", id="1")
+    [run] = snapshot["runs"]
+    assert run["lineage"]["active"] == "merge-1" and run["lineage"]["edges"] == lineage["edges"]
+    viewer = _broker()
+    viewer.preload(broker.history())
+    [kept] = viewer.history().runs
+    assert kept.lineage is not None and kept.lineage.active == "merge-1"
+
+
 def test_events_are_serialised_as_the_server_message_union_would() -> None:
     # The broker writes each event with its model's own serializer (faster than the union's):
     # byte for byte what SERVER_MESSAGE writes, for every event type's golden example.

@@ -220,15 +220,17 @@ function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boo
 /**
  * A snapshot is the truth up to its `seq`: it replaces the info and the series it carries.
  * Runs it does not mention (finished runs of a previous connection) and what snapshots
- * never carry (runtime, test results, scan and fork progress, the lineage) are kept.
+ * never carry (runtime, test results, scan and fork progress) are kept; a run's lineage is
+ * the newest of the snapshot's and the one already streamed.
  */
 function mergeSnapshot(source: SourceView, snapshot: Snapshot, limits: Limits): void {
   if (source.session !== snapshot.session) source.session = snapshot.session;
   source.lastSeq = snapshot.seq;
   for (const wire of snapshot.runs) {
-    const { series, epoch_starts, health, hparam_changes, ...info } = wire;
+    const { series, epoch_starts, health, hparam_changes, lineage, ...info } = wire;
     const run = (source.runs[info.run] ??= newRun(info));
     run.info = { ...info, latest: { ...info.latest } };
+    if (lineage && (run.lineage === null || run.lineage.seq <= lineage.seq)) run.lineage = lineage;
     for (const result of health) run.health[result.check] = result;
     for (const change of hparam_changes) addHparamChange(run.hparams, change);
     for (const [key, points] of Object.entries(series)) {

@@ -26,6 +26,17 @@ test('a snapshot sets the runs, their series and the stream position', () => {
   assert.deepEqual(source.runs.r.epochStarts, [0]);
 });
 
+test('a snapshot brings the run its latest lineage, never an older one than streamed', () => {
+  const lineage = (seq: number, active: string) => ({ v: 1, session: 's1', run: 'r', seq, time: 1, type: 'lineage', active, nodes: [], edges: [] });
+  const source = withRun();
+  const run = { ...runInfo(), series: {}, health: [], hparam_changes: [], epoch_starts: [] };
+  applyServerMessage(source, snapshot(20, [{ ...run, lineage: lineage(15, 'merge-1') }]));
+  assert.equal(source.runs.r.lineage?.active, 'merge-1');
+  applyServerMessage(source, msg(lineage(25, 'merge-2')));
+  applyServerMessage(source, snapshot(22, [{ ...run, lineage: lineage(15, 'merge-1') }]));
+  assert.equal(source.runs.r.lineage?.active, 'merge-2');
+});
+
 test('events apply once: a replayed seq is a duplicate', () => {
   const source = withRun();
   assert.equal(applyServerMessage(source, msg(metricsEvent(11, 3, 0.7))), true);
