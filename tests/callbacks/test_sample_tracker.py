@@ -195,8 +195,14 @@ def run_live(script: Callable[[LiveClient], None], home: Path, embedding_fn: Any
     failures: list[BaseException] = []
 
     def talk() -> None:
-        client = LiveClient(wait_for_session(home))
         try:
+            client = LiveClient(wait_for_session(home))
+        except BaseException as exc:  # the run then trains to its end: reported after it
+            failures.append(exc)
+            return
+        try:
+            # Train a step first: on a busy machine the pause could land before the first batch.
+            client.wait_event(lambda e: e["type"] == "metrics" and e.get("split") == "train")
             client.call("pause")
             script(client)
         except BaseException as exc:  # reported on the test's thread
