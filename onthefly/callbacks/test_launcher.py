@@ -140,12 +140,24 @@ class TestLauncher(Callback):
         return dict(trainer.run_test(label=label))
 
     def _on_command(self, boundary: Boundary, cmd: PendingCommand) -> None:
+        label = getattr(cmd.command, "label", None)
+        if label is not None and (_UNSAFE_LABEL.search(label) or label.strip(".") == ""):
+            # It goes into ONTHEFLY_TEST_LABEL (no NUL there) and user code names files after it.
+            cmd.fail(
+                "unsupported",
+                f"label {label!r} cannot name a file; expected text without '/', '\\' or "
+                "control characters",
+            )
+            return
         try:
-            result = self.run(boundary, getattr(cmd.command, "label", None))
+            result = self.run(boundary, label)
         except ConfigurationError as exc:
             cmd.fail("unsupported", str(exc))
             return
         cmd.reply(**result)
+
+
+_UNSAFE_LABEL = re.compile(r"[/\\\x00-\x1f\x7f]")
 
 
 def test_label(number: int, namespace: str = "") -> str:

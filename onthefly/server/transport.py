@@ -119,6 +119,10 @@ class Transport:
             sock=sock,
             process_request=self._process_request,
             compression=None,  # loopback: deflate would only cost CPU
+            # No keepalive pings: on loopback a dead client's socket closes by itself and a
+            # stuck one meets the stall timeout, while a ping queued behind a slow reader's
+            # backlog would time out and drop a client that is only slow (and log an error).
+            ping_interval=None,
             max_size=4 * MAX_FRAME_BYTES,  # room to read an oversized frame and answer it
             server_header=None,
             logger=_LIBRARY_LOG,

@@ -1,0 +1,100 @@
+"""The hardening training script as a real subprocess, always cleaned up.
+
+The process runs in its own session (process group), as a terminal job would: a Ctrl+C is
+``SIGINT`` to the whole group, and the clean-up kills the group, DataLoader workers and all.
+Its temporary folder (``TMPDIR``) is a fresh folder of the test, so a test can tell that the
+session's working folder was removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Run:
+    """A started training process and the files it writes."""
+
+    process: subprocess.Popen[bytes]
+    folder: Path
+    tmpdir: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def ctrl_c(self) -> None:
+        """What a terminal's Ctrl+C does: SIGINT to the whole process group."""
+        os.killpg(self.process.pid, signal.SIGINT)
+
+    def descendants(self) -> list[psutil.Process]:
+        """The process's children and theirs, while it runs."""
+        with contextlib.suppress(psutil.NoSuchProcess):
+            return psutil.Process(self.pid).children(recursive=True)
+        return []
+
+    def stdout(self) -> str:
+        return (self.folder / "stdout.txt").read_text()
+
+    def stderr(self) -> str:
+        return (self.folder / "stderr.txt").read_text()
+
+    def losses(self) -> list[float]:
+        values: list[float] = json.loads((self.folder / "losses.json").read_text())
+        return values
+
+    def threads_left(self) -> list[str]:
+        names: list[str] = json.loads((self.folder / "threads.json").read_text())
+        return names
+
+    def workdirs(self) -> list[str]:
+        """The session working folders left in the process's temporary folder."""
+        return sorted(p.name for p in self.tmpdir.glob("onthefly-*"))
+
+
+@contextmanager
+def training(folder: Path, *args: str, cwd: Path | None = None) -> Iterator[Run]:
+    """Start ``python -m tests.hardening.training --out folder *args``; kill it on the way out.
+
+    Args:
+        folder: where its output files go (a temporary folder ``tmp/`` is made inside).
+        args: more arguments of the script.
+        cwd: its working directory (relative export paths land there); default ``folder``.
+    """
+    tmpdir = folder / "tmp"
+    tmpdir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmpdir)}
+    command = [sys.executable, "-m", "tests.hardening.training", "--out", str(folder), *args]
+    with (folder / "stdout.txt").open("wb") as out, (folder / "stderr.txt").open("wb") as err:
+        process = subprocess.Popen(
+            command,
+            cwd=cwd or folder,
+            env=env,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        run = Run(process, folder, tmpdir)
+        try:
+            yield run
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
