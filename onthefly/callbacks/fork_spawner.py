@@ -12,9 +12,13 @@ Commands (all on the training thread; see ``docs/forks.md``):
   (:mod:`onthefly.forks.merge_command`).
 
 While a fork, a comparison or a merge runs, a ``cancel`` stops it and other commands wait
-(:class:`~onthefly.callbacks._interrupts.Interrupts`). Forks are refused in distributed runs.
-The forks and the lineage are part of the callback's state, so session exports keep them;
-the forks' weights are files in the session folder, which exports carry too.
+(:class:`~onthefly.forks.run.LongCommand`). In a distributed run of the native trainer these
+commands run on rank 0 alone while the other ranks hold (a fork trains a plain copy of the
+module on a slice of the whole dataset, with no collective); a merge or its discard then
+copies rank 0's weights (and optimizer state when it changed) to every rank, in the same
+control round (:func:`onthefly.forks.merge_command.replicate`). Distributed Lightning runs
+are refused. The forks and the lineage are part of the callback's state, so session exports
+keep them; the forks' weights are files in rank 0's session folder, which exports carry too.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ import torch
 from lightning.pytorch import Callback
 from torch import nn
 
-from onthefly.callbacks._interrupts import Interrupts
 from onthefly.callbacks._sample_commands import criterion_of
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
@@ -39,7 +42,7 @@ from onthefly.forks.adapters import add_adapters
 from onthefly.forks.compare import Evaluator, Target
 from onthefly.forks.lineage import Lineage
 from onthefly.forks.registry import ForkRecord, ForkRegistry
-from onthefly.forks.run import Refused, RunParts, check_paused, run_parts
+from onthefly.forks.run import LongCommand, Refused, RunParts, check_paused, run_parts
 from onthefly.forks.spawn import (
     Budget,
     ForkOutcome,
@@ -120,6 +123,7 @@ class ForkSpawner(Callback):
             ("lineage", self._lineage),
         ):
             session.commands.register(kind, handler)
+        session.ranks.on_call(merge_command.REPLICATE, merge_command.replicate)
         if "cancel" not in session.commands:  # without a sample tracker, nobody answers it
             session.commands.register("cancel", lambda boundary, cmd: cmd.reply(cancelled=False))
         session.listen("status", self._on_status)
@@ -166,7 +170,10 @@ class ForkSpawner(Callback):
             command.name or self.registry.next_name(), self.taken_names()
         )
         budget = Budget(command.steps, command.epochs)
-        loader = subset_loader(parts.train, indices, batch_size=command.batch_size)
+        # A slice's epochs are short: workers started once per fork, not once per epoch.
+        loader = subset_loader(
+            parts.train, indices, batch_size=command.batch_size, persistent_workers=True
+        )
         with parent_untouched():  # adapters draw their initial values
             model = model_copy(parts.model)
             adapters = add_adapters(model, command.adapter_rank) if command.adapter_rank else None
@@ -203,7 +210,7 @@ class ForkSpawner(Callback):
             hparams=record.hparams,
         )
         self.publish_lineage()
-        interrupts = Interrupts(session, fork=name)
+        interrupts = LongCommand(session, fork=name)
         try:
             publish = functools.partial(server.publish, record.run)
             accumulate = int(getattr(trainer, "accumulate_grad_batches", 1) or 1)

@@ -11,6 +11,7 @@ Modules, one job each::
     exchange   what every rank sends rank 0 (cursors, per-sample losses)
     cursor     one rank's position in its share of the data
     parity     digests of every tensor, compared across ranks
+    replicate  rank 0's model and optimizer state copied to every rank (merges)
     reduce     evaluation losses reduced over the ranks
 
 See ``docs/distributed.md``.

@@ -16,11 +16,23 @@ round* at the end of a batch:
 While holding (paused, or at the end of the run), rank 0 waits up to one wait slice for a
 command and holds another round, so the other ranks never sit in one collective for long.
 A single-process run never starts RankSync: no collective, no cost.
+
+Commands that run on rank 0 alone may be long (a fork trains, a comparison evaluates): the
+other ranks then wait for step 5. Such a command calls :meth:`RankSync.keepalive` between
+its batches, which repeats "still busy" to them at most every :data:`KEEPALIVE_S`, so no
+rank sits in one collective for longer than one of rank 0's batches; and it may ask every
+rank to run a registered function with it (:meth:`RankSync.call`, e.g. to copy rank 0's
+merged weights everywhere). To keep the order of the collectives the same on every rank,
+a round runs the collective commands first: a collective command that came after one of
+rank 0's own waits for the next round, held at once at the same batch boundary, as do the
+commands that came in while a long command ran.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from onthefly.distributed import cursor as cursors
@@ -28,6 +40,7 @@ from onthefly.distributed.exchange import Exchange
 from onthefly.distributed.group import ControlGroup
 from onthefly.distributed.mirror import MirrorCommand, encode, is_collective
 from onthefly.distributed.schedule import Spacing, fixed_interval
+from onthefly.errors import DistributedError
 
 if TYPE_CHECKING:
     from onthefly.callbacks.commands import Boundary
@@ -42,8 +55,20 @@ HOLDS = (HOLD, HOLD_END)
 EXCHANGE_EVERY = 64
 """Batches between two data exchanges at most, while nothing else asks for one."""
 
+KEEPALIVE_S = 0.2
+"""Most seconds between two collectives the held ranks see while rank 0 runs a long command
+(the wait slice of a paused run: Ctrl+C stays prompt on every rank)."""
+
 _AFTER_COMMANDS = -1  # header: the decision is broadcast once the commands ran
+# What rank 0 may send the other ranks while they wait for the decision after commands:
+_BUSY = -2  # still running one of its own commands: wait on
+_CALL = -3  # run the registered function named next, with its argument, then wait on
+_AGAIN = -4  # commands are left for another round at this same boundary
 _NO_EXCHANGE, _EXCHANGE, _FORCED = 0, 1, 2
+
+
+RankCall = Callable[["Boundary", Any, ControlGroup], None]
+"""``fn(boundary, argument, group)``: what :meth:`RankSync.call` runs on every rank."""
 
 
 class Gate(Protocol):
@@ -87,6 +112,12 @@ class RankSync:
         self._since = 0
         self._since_exchange = 0
         self._position: tuple[Any, int] | None = None
+        self._deferred: list[PendingCommand] = []
+        self._calls: dict[str, RankCall] = {}
+        self._serving: Boundary | None = None
+        self._rest: deque[PendingCommand] = deque()
+        self._last_beat = 0.0
+        self._broken: DistributedError | None = None
         self.exchange.provide("cursor", self._cursor)
         self.exchange.consume("cursor", self._record)
 
@@ -144,16 +175,31 @@ class RankSync:
         self._spacing.round_started(self._since)
         self._since_exchange += self._since
         self._since = 0
-        pending = self.session.take_commands() if group.is_zero else []
+        pending = self._take(group, wait=False)
         try:
             while True:
                 decision = self._one_round(group, boundary, gate, pending, final)
+                if decision == _AGAIN:
+                    pending = self._take(group, wait=False)
+                    continue
                 gate.apply(boundary.trainer, decision)
                 if decision not in HOLDS:
                     return
-                pending = self.session.take_commands(wait=True) if group.is_zero else []
+                pending = self._take(group, wait=True)
         finally:
             self._spacing.round_ended()
+
+    def _take(self, group: ControlGroup, wait: bool) -> list[PendingCommand]:
+        """Rank 0: the commands left from the last round, then those in the inbox."""
+        if not group.is_zero:
+            return []
+        left, self._deferred = self._deferred, []
+        return left + self.session.take_commands(wait=wait and not left)
+
+    def defer(self, commands: list[PendingCommand]) -> None:
+        """Rank 0: run ``commands`` in another round at this boundary (in order, after those
+        already waiting), e.g. what came in while a long command ran."""
+        self._deferred.extend(commands)
 
     def _one_round(
         self,
@@ -163,9 +209,12 @@ class RankSync:
         pending: list[PendingCommand],
         final: bool,
     ) -> int:
-        collective = [cmd for cmd in pending if is_collective(cmd.command)]
         header = None
+        collective: list[PendingCommand] = []
         if group.is_zero:
+            pending, later = _collective_first(pending)
+            self._deferred[:0] = later
+            collective = [cmd for cmd in pending if is_collective(cmd.command)]
             decision = _AFTER_COMMANDS if pending else gate.decision(boundary.trainer)
             urgent = bool(pending) or final or decision != RUN
             header = [decision, len(collective), self._spacing.interval(), self._due(urgent)]
@@ -183,10 +232,25 @@ class RankSync:
             self._since_exchange = 0
             self.exchange.run(group, force=exchange == _FORCED)
         self._dispatch(group, boundary, pending, copies)
-        if decision == _AFTER_COMMANDS:
-            mine = [gate.decision(boundary.trainer)] if group.is_zero else None
-            decision = group.broadcast_ints(mine, 1, "control decision")[0]
-        return decision
+        if decision != _AFTER_COMMANDS:
+            return decision
+        if not group.is_zero:
+            return self._follow(group, boundary)
+        if self._broken is not None:  # a keepalive failed: the run cannot go on
+            raise self._broken
+        mine = _AGAIN if self._deferred else gate.decision(boundary.trainer)
+        return group.broadcast_ints([mine], 1, "control decision")[0]
+
+    def _follow(self, group: ControlGroup, boundary: Boundary) -> int:
+        """Another rank: wait for rank 0's decision, running what it asks for meanwhile."""
+        while True:
+            value = group.broadcast_ints(None, 1, "control decision")[0]
+            if value == _BUSY:
+                continue
+            if value != _CALL:
+                return value
+            name, argument = group.broadcast_objects([None, None], "call of every rank")
+            self._calls[name](boundary, argument, group)
 
     def _due(self, urgent: bool) -> int:
         if self._since_exchange == 0:
@@ -204,11 +268,93 @@ class RankSync:
     ) -> None:
         commands = self.session.commands
         if group.is_zero:
-            for cmd in pending:
-                commands.dispatch(boundary, cmd)
+            self._rest = deque(pending)
+            while self._rest:
+                cmd = self._rest.popleft()
+                # Once the collective commands ran, the other ranks wait for the decision:
+                # rank 0's own commands may keep them company (keepalive, call).
+                self._serving = None if is_collective(cmd.command) else boundary
+                self._last_beat = time.monotonic()
+                try:
+                    commands.dispatch(boundary, cmd)
+                finally:
+                    self._serving = None
             return
         for data in copies:
             commands.dispatch(boundary, MirrorCommand(data, group.rank))  # type: ignore[arg-type]
+
+    def take_rest(self) -> list[PendingCommand]:
+        """Rank 0, inside one of its own commands: take the commands of this round that come
+        after it (rank 0's own too, by construction), e.g. a ``cancel`` sent right after a fork
+        and taken from the inbox with it."""
+        if self._serving is None:
+            return []
+        rest = list(self._rest)
+        self._rest.clear()
+        return rest
+
+    def keepalive(self) -> bool:
+        """Rank 0, inside one of its own commands: tell the waiting ranks it is still busy,
+        at most every :data:`KEEPALIVE_S` (a no-op elsewhere, and in a single-process run).
+
+        Call it between the batches of a long command, so that no rank waits in one
+        collective for longer than a batch (rather than the whole command, which could
+        exceed the collective timeout).
+
+        Returns:
+            ``True`` once the other ranks are lost: the command should stop (the round then
+            raises the :class:`~onthefly.errors.DistributedError`).
+        """
+        group = self.group
+        if self._broken is not None:
+            return True
+        if group is None or self._serving is None:
+            return False
+        now = time.monotonic()
+        if now - self._last_beat < KEEPALIVE_S:
+            return False
+        try:
+            group.broadcast_ints([_BUSY], 1, "control decision (rank 0 busy with a command)")
+        except DistributedError as exc:
+            self._broken = exc
+            return True
+        self._last_beat = time.monotonic()
+        return False
+
+    def on_call(self, name: str, fn: RankCall) -> None:
+        """Register ``fn(boundary, argument, group)`` for :meth:`call` (on every rank).
+
+        Raises:
+            ValueError: ``name`` is taken.
+        """
+        if name in self._calls:
+            raise ValueError(f"the rank call {name!r} is already registered")
+        self._calls[name] = fn
+
+    def call(self, name: str, argument: Any = None) -> None:
+        """Rank 0, inside one of its own commands: run the registered ``name`` on every rank
+        (rank 0 too, last to start), e.g. collectives that copy rank 0's state everywhere.
+
+        Args:
+            name: registered with :meth:`on_call` on every rank.
+            argument: picklable; handed to each rank's function.
+
+        Raises:
+            DistributedError: another rank died or hung.
+            RuntimeError: not on rank 0 inside one of its own commands in a distributed run.
+        """
+        group, boundary = self.group, self._serving
+        if group is None or boundary is None or not group.is_zero:
+            raise RuntimeError(
+                "RankSync.call runs on rank 0 inside one of its own commands of a distributed run"
+            )
+        if self._broken is not None:
+            raise self._broken
+        fn = self._calls[name]
+        group.broadcast_ints([_CALL], 1, "control decision (a call of every rank)")
+        group.broadcast_objects([name, argument], "call of every rank")
+        fn(boundary, argument, group)
+        self._last_beat = time.monotonic()
 
     def cursor(self, trainer: Any, batches: int) -> cursors.Cursor:
         """This rank's cursor after ``batches`` batches of the current epoch."""
@@ -222,3 +368,15 @@ class RankSync:
 
     def _record(self, rank: int, report: cursors.Cursor) -> None:
         self.reports[rank] = report
+
+
+def _collective_first(
+    pending: list[PendingCommand],
+) -> tuple[list[PendingCommand], list[PendingCommand]]:
+    """``(this round's, the next round's)``: a round runs its collective commands before any
+    of rank 0's own, so the commands are cut before a collective one that follows one of
+    rank 0's own (the order stays the arrival order)."""
+    for i in range(1, len(pending)):
+        if is_collective(pending[i].command) and not is_collective(pending[i - 1].command):
+            return pending[:i], pending[i:]
+    return pending, []

@@ -136,6 +136,11 @@ class ControlGroup:
         self._run(what, lambda: dist.broadcast_object_list(objects, src=0, group=self._group))
         return objects
 
+    def broadcast_tensor(self, tensor: torch.Tensor, what: str) -> torch.Tensor:
+        """Rank 0's ``tensor`` (a CPU tensor) copied into every other rank's, in place."""
+        self._run(what, lambda: dist.broadcast(tensor, src=0, group=self._group))
+        return tensor
+
     def gather(self, value: Any, what: str) -> list[Any] | None:
         """Every rank's picklable ``value``, indexed by rank, on rank 0; ``None`` elsewhere."""
         out: list[Any] | None = [None] * self.world_size if self.rank == 0 else None

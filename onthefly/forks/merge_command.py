@@ -14,6 +14,12 @@ The pre-merge weights and optimizer states are kept (on the CPU) until training 
 ``discard_merge`` puts them back exactly, the latest merge first. The merge becomes a node of
 the lineage and a run of its own (announced with the merge step; its training metrics
 continue in the main run).
+
+In a distributed run the three commands run on rank 0 alone (the other ranks hold), and a
+merge or a discard ends with :func:`replicate` on every rank, in the same control round:
+rank 0's parameters and buffers (and its optimizer state after a discard) are copied into
+every rank's, in place, and a ``reset`` empties every rank's optimizer state, so all ranks
+train on from identical models, as DDP requires.
 """
 
 from __future__ import annotations
@@ -27,14 +33,15 @@ import torch
 from lightning.fabric.utilities.apply_func import apply_to_collection
 from torch import nn
 
-from onthefly.callbacks._interrupts import Interrupts
+from onthefly.distributed.group import ControlGroup
+from onthefly.distributed.replicate import broadcast_module, broadcast_optimizer
 from onthefly.errors import ConfigurationError, SessionFileError
 from onthefly.forks.adapters import add_adapters
 from onthefly.forks.compare import Evaluator, Score, Target, targets
 from onthefly.forks.merging import Merged, MergeData, Options, optimizer_kind
 from onthefly.forks.merging import merge as build
 from onthefly.forks.registry import ForkRecord
-from onthefly.forks.run import Refused, RunParts
+from onthefly.forks.run import LongCommand, Refused, RunParts
 from onthefly.forks.spawn import model_copy, parent_untouched
 
 if TYPE_CHECKING:
@@ -43,6 +50,9 @@ if TYPE_CHECKING:
     from onthefly.server import PendingCommand
 
 log = logging.getLogger(__name__)
+
+REPLICATE = "fork_state"
+"""The name :func:`replicate` is registered under with the run's ranks."""
 
 
 @dataclass
@@ -81,7 +91,7 @@ def _records(spawner: ForkSpawner, names: list[str]) -> list[ForkRecord]:
 
 
 def _evaluator(
-    parts: RunParts, records: list[ForkRecord], rest_max: int, interrupts: Interrupts
+    parts: RunParts, records: list[ForkRecord], rest_max: int, interrupts: LongCommand
 ) -> Evaluator:
     if parts.spec is None:
         raise ConfigurationError(
@@ -107,7 +117,7 @@ def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
     parts = spawner.parts(trainer)
     names = list(command.forks) or [r.name for r in spawner.registry if r.has_weights]
     records = _records(spawner, names)
-    interrupts = Interrupts(spawner.session, compare=True)
+    interrupts = LongCommand(spawner.session, compare=True)
     started = time.perf_counter()
     try:
         evaluator = _evaluator(parts, records, command.rest_max, interrupts)
@@ -155,7 +165,7 @@ def merge(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None
     parts = spawner.parts(boundary.trainer)
     records = _records(spawner, list(command.forks))
     name = spawner.registry.check_new(command.name or _next_name(spawner), spawner.taken_names())
-    interrupts = Interrupts(spawner.session, merge=name)
+    interrupts = LongCommand(spawner.session, merge=name)
     started = time.perf_counter()
     try:
         built = _build(spawner, parts, records, command, interrupts)
@@ -173,7 +183,7 @@ def _build(
     parts: RunParts,
     records: list[ForkRecord],
     command: Any,
-    interrupts: Interrupts,
+    interrupts: LongCommand,
 ) -> _Built | None:
     """The merged model and the before/after scores; ``None`` when cancelled."""
     evaluator = _evaluator(parts, records, command.rest_max, interrupts)
@@ -220,6 +230,7 @@ def _commit(
         except (SessionFileError, OSError) as exc:  # a convenience: the merge goes on
             log.warning("the checkpoint ring could not take a merge snapshot: %s", exc)
     weights, states = _apply(parts, built.merged.model, command.optimizer)
+    _replicate_everywhere(spawner, command.optimizer)
     server = session.server
     assert server is not None  # commands come from the server
     step = int(trainer.global_step)
@@ -248,7 +259,7 @@ def _commit(
     }
 
 
-def _val_loss(parts: RunParts, interrupts: Interrupts) -> Any:
+def _val_loss(parts: RunParts, interrupts: LongCommand) -> Any:
     """``score(model)``: the validation loss (``NaN`` when cancelled), for greedy soups."""
     val = parts.evaluator([Target("val", "val", "val")], interrupts.check)
     assert val is not None
@@ -317,6 +328,7 @@ def discard(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
     undo = spawner.merges.undo.pop()
     parts.model.load_state_dict(undo.weights)
     parts.optimizer.load_state_dict(undo.optimizers[0])
+    _replicate_everywhere(spawner, "restore")
     active = spawner.lineage.discard(undo.run)
     server = spawner.session.server
     if server is not None:
@@ -328,4 +340,44 @@ def discard(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
         run=undo.run,
         active=active,
         **spawner.session.position(trainer),
+    )
+
+
+# ---------------------------------------------------------------------------- every rank
+
+
+def _replicate_everywhere(spawner: ForkSpawner, optimizer: str) -> None:
+    """In a distributed run, give every rank rank 0's model (see :func:`replicate`)."""
+    ranks = spawner.session.ranks
+    if ranks.active:
+        ranks.call(REPLICATE, optimizer)
+
+
+def replicate(boundary: Boundary, optimizer: Any, group: ControlGroup) -> None:
+    """Every rank: copy rank 0's parameters and buffers into this rank's model, in place.
+
+    Args:
+        boundary: this rank's trainer and module, at the control round.
+        optimizer: ``"keep"`` (each rank keeps its own state: DDP kept them equal),
+            ``"reset"`` (each rank empties it) or ``"restore"`` (rank 0's state, loaded on
+            every rank).
+        group: the control group.
+
+    Raises:
+        DistributedError: another rank died or hung.
+    """
+    trainer = boundary.trainer
+    started = time.perf_counter()
+    sent = broadcast_module(group, trainer.lightning_module)
+    own = trainer.optimizers[0]
+    if optimizer == "reset":
+        own.state.clear()
+    elif optimizer == "restore":
+        sent += broadcast_optimizer(group, own)
+    log.info(
+        "rank %d: rank 0's model%s copied in %.3f s (%d bytes)",
+        group.rank,
+        " and optimizer state" if optimizer == "restore" else "",
+        time.perf_counter() - started,
+        sent,
     )

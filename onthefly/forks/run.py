@@ -3,7 +3,10 @@
 :func:`run_parts` finds the run's model, its one optimizer, the training ``DataLoader``, the
 validation loader and the loss function, under either driver (through the per-sample
 features' sources: the native trainer's own attributes, or what the user gave
-``attach_lightning`` / ``OnTheFly``, the trainer and the module).
+``attach_lightning`` / ``OnTheFly``, the trainer and the module). In a distributed run these
+are rank 0's (the plain module, not its DDP wrapper; the loader with the full dataset, whose
+indices the slices are). :class:`LongCommand` is how a fork, a comparison or a merge looks at
+the inbox while it runs, and keeps the other ranks of a distributed run waiting safely.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from torch.utils.data import DataLoader
 
 from onthefly.callbacks import _sample_sources
 from onthefly.callbacks._consensus import distributed
+from onthefly.callbacks._driver import is_lightning
+from onthefly.callbacks._interrupts import Interrupts
+from onthefly.callbacks.commands import Boundary
 from onthefly.forks.compare import Evaluator, Target
 from onthefly.forks.spawn import training_data
 from onthefly.protocol import ErrorCode
@@ -61,14 +67,15 @@ def run_parts(trainer: Any, inputs: Any) -> RunParts:
     """The parts of the run ``trainer`` drives.
 
     Raises:
-        Refused: a distributed run, or not exactly one optimizer.
+        Refused: a distributed Lightning run, or not exactly one optimizer.
         ConfigurationError: no training ``DataLoader`` over a map-style dataset.
     """
-    if distributed(trainer):
+    if distributed(trainer) and is_lightning(trainer):
         raise Refused(
             "unsupported",
-            f"forks and merges are not supported in distributed runs yet (world_size="
-            f"{trainer.world_size}); expected a single-process run",
+            f"forks, comparisons and merges are not supported in distributed Lightning runs "
+            f"(world_size={trainer.world_size}); expected a single-process Lightning run, or "
+            "onthefly.Trainer under torchrun",
         )
     optimizers = list(trainer.optimizers)
     if len(optimizers) != 1:
@@ -90,3 +97,35 @@ def check_paused(state: str, what: str) -> None:
     """Raise :class:`Refused` unless the run's ``state`` is ``paused``."""
     if state != "paused":
         raise Refused("invalid_state", f"{what} needs a paused run (it is {state}); pause it first")
+
+
+class LongCommand(Interrupts):
+    """The inbox seen from inside a fork, a comparison or a merge (see
+    :class:`~onthefly.callbacks._interrupts.Interrupts`), aware of the other ranks.
+
+    In a distributed run such a command runs on rank 0 alone while the other ranks wait for
+    the control round to end: :meth:`check`, called between batches, also keeps them company
+    (:meth:`~onthefly.distributed.control.RankSync.keepalive`), and :meth:`replay` leaves the
+    commands that came in meanwhile to another round at the same boundary, where the
+    collective ones reach every rank.
+    """
+
+    def check(self) -> bool:
+        """Take what the inbox holds; ``True`` once a ``cancel`` came or the ranks are lost."""
+        ranks = self.session.ranks
+        for cmd in ranks.take_rest():  # taken from the inbox with this one, before it ran
+            if cmd.command.type == "cancel":
+                self.cancelled = True
+                cmd.reply(cancelled=True, **self.answer)
+            else:
+                self.held.append(cmd)
+        cancelled = super().check()
+        return ranks.keepalive() or cancelled
+
+    def replay(self, boundary: Boundary) -> None:
+        """Run the commands that waited, in order (in a distributed run: at the next round)."""
+        if not self.session.ranks.active:
+            super().replay(boundary)
+            return
+        held, self.held = self.held, []
+        self.session.ranks.defer(held)

@@ -3,16 +3,19 @@
 * :func:`subset_loader` — a new ``DataLoader`` over ``Subset(dataset, indices)`` with the
   parent loader's settings (:func:`~onthefly.dataloaders.loader_like`: batch size, collate
   function, workers and their options, pin memory, ``drop_last``; no persistent workers, so
-  they end with the fork); shuffled when the parent's sampler shuffles, with a copy of the
-  parent loader's generator when it has one (else the global generator, which the fork draws
-  from inside its own forked RNG). The parent loader is never iterated.
+  they end with the fork); shuffled when the parent's sampler shuffles (a ``RandomSampler``,
+  or a shuffling ``DistributedSampler``: a fork reads its slice of the whole dataset, never a
+  rank's share), with a copy of the parent loader's generator when it has one (else the
+  global generator, which the fork draws from inside its own forked RNG). The parent loader
+  is never iterated.
 * :func:`model_copy` and :func:`fork_optimizer` — a deep copy of the model (a
   ``LightningModule`` is copied without its trainer) and an optimizer of the parent's class
   over the copy's parameters: ``fresh`` (the parent's param groups and hyperparameters, empty
   state) or ``clone`` (its state too, deep-copied).
 * :func:`train_fork` — trains the copy while the parent stays paused: under the native
   trainer with a nested :class:`onthefly.Trainer` (no session; the parent's custom training
-  step, device, precision and clipping), under Lightning with a short nested
+  step, device, precision and clipping; one process even in a distributed run: no collective,
+  no DDP wrapper, no metric synchronisation), under Lightning with a short nested
   ``lightning.Trainer.fit`` of the module copy (the user's ``training_step``; the parent's
   accelerator, device, precision, clipping and accumulation; no logger, checkpoints,
   validation or progress bar).
@@ -39,12 +42,13 @@ import torch
 from lightning.pytorch.utilities.seed import isolate_rng
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from torch import nn
-from torch.utils.data import DataLoader, IterableDataset, RandomSampler, Subset
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler, Subset
 
 from onthefly.callbacks._driver import is_lightning
 from onthefly.dataloaders import loader_like
 from onthefly.errors import ConfigurationError
 from onthefly.forks.stream import ForkStream
+from onthefly.native.trainer import Trainer
 from onthefly.samples import capture
 from onthefly.sessions.data_position import TrackedLoader
 
@@ -130,6 +134,7 @@ def subset_loader(
     batch_size: int | None = None,
     shuffle: bool | None = None,
     drop_last: bool | None = None,
+    persistent_workers: bool = False,
 ) -> DataLoader:
     """A new loader over ``Subset(loader.dataset, indices)`` with ``loader``'s settings.
 
@@ -139,6 +144,8 @@ def subset_loader(
         batch_size: instead of the parent's.
         shuffle: instead of the parent's (shuffled when its sampler is a ``RandomSampler``).
         drop_last: instead of the parent's.
+        persistent_workers: keep the worker processes from one epoch to the next (when the
+            parent's loader has workers).
 
     Raises:
         ConfigurationError: ``drop_last`` with fewer samples than one batch.
@@ -156,10 +163,17 @@ def subset_loader(
         loader,
         dataset=Subset(loader.dataset, list(indices)),
         batch_size=size,
-        shuffle=isinstance(loader.sampler, RandomSampler) if shuffle is None else shuffle,
+        shuffle=_shuffles(loader.sampler) if shuffle is None else shuffle,
         drop_last=drop,
         generator=_generator_copy(loader.generator),
+        persistent_workers=persistent_workers and loader.num_workers > 0,
     )
+
+
+def _shuffles(sampler: Any) -> bool:
+    if isinstance(sampler, DistributedSampler):
+        return bool(sampler.shuffle)
+    return isinstance(sampler, RandomSampler)
 
 
 def _generator_copy(generator: torch.Generator | None) -> torch.Generator | None:
@@ -296,10 +310,8 @@ def _train_native(
     budget: Budget,
     stream: ForkStream,
 ) -> None:
-    from onthefly.native.trainer import Trainer
-
     default_step = getattr(parent, "_default_step", None)
-    fork = Trainer(
+    fork = _OneProcessTrainer(
         project="fork",
         metrics=_metric_copies(getattr(parent, "_metrics", None)),
         max_steps=budget.steps,
@@ -316,14 +328,45 @@ def _train_native(
     fork.fit(model=model, optimizer=optimizer, loss_fn=parent.loss_fn, train_loader=loader)
 
 
+class _OneProcessTrainer(Trainer):
+    """A native trainer of one process, whatever process group the parent run has.
+
+    A fork trains on rank 0 alone while the other ranks hold: it must not wrap its model in
+    DDP, shard its slice or reduce anything over the ranks, all of which a trainer does when
+    it finds a process group of several ranks. Rank and world size stay 0 and 1 here.
+    """
+
+    @property
+    def world_size(self) -> int:
+        return 1
+
+    @world_size.setter
+    def world_size(self, value: int) -> None:
+        pass  # the trainer reads the process group's; a fork is one process
+
+    @property
+    def global_rank(self) -> int:
+        return 0
+
+    @global_rank.setter
+    def global_rank(self, value: int) -> None:
+        pass
+
+
 def _metric_copies(stages: Any) -> dict[str, Any]:
-    """Fresh copies of the native run's training metrics (its own keep their state)."""
+    """Fresh copies of the native run's training metrics (its own keep their state); they
+    never synchronise over the ranks (a fork is one process)."""
     copies = {}
     for name, metric in getattr(stages, "by_stage", {}).get("train", {}).items():
         twin = metric.clone()
         twin.reset()
+        twin.distributed_available_fn = _one_process
         copies[name] = twin
     return copies
+
+
+def _one_process() -> bool:
+    return False
 
 
 def _train_lightning(

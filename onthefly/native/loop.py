@@ -99,15 +99,19 @@ class FitLoop:
         batches = iter(loader)
         # An iterator resumed mid-epoch (onthefly.sessions) says which batch it starts at.
         batch_idx = getattr(batches, "start_batch", 0)
-        while not (self.trainer.should_stop or self.steps_done):
-            if batch_idx == total:
-                return True
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return True
-            self._run_batch(batch, batch_idx)
-            batch_idx += 1
+        try:
+            while not (self.trainer.should_stop or self.steps_done):
+                if batch_idx == total:
+                    return True
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    return True
+                self._run_batch(batch, batch_idx)
+                batch_idx += 1
+        except BaseException:
+            _release_workers(batches)
+            raise
         return batch_idx == total
 
     def _run_batch(self, raw: Any, batch_idx: int) -> None:
@@ -134,3 +138,12 @@ class FitLoop:
         hooks.call("on_train_batch_end", outputs, batch, batch_idx)
         if trainer._progress.enabled:
             trainer._progress.advance(trainer.global_step, outputs["loss"])
+
+
+def _release_workers(batches: Any) -> None:
+    # An epoch cut short by an exception (Ctrl+C included) leaves its iterator alive in the
+    # traceback, worker processes and all: shut them down now, as Lightning does, so a worker
+    # that dies meanwhile cannot make torch's SIGCHLD handler raise during the cleanup.
+    shutdown = getattr(getattr(batches, "inner", batches), "_shutdown_workers", None)
+    if callable(shutdown):
+        shutdown()

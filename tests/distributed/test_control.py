@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from onthefly.callbacks.commands import Boundary, CommandRegistry
 from onthefly.distributed.control import HOLD, RUN, STOP, RankSync
 from onthefly.distributed.mirror import MirrorCommand, encode
@@ -133,3 +135,74 @@ def test_a_plain_round_is_one_small_collective() -> None:
     sync.round(boundary, gate, batches=1)
     assert [what for what, _ in sync.group.log] == ["control round"]
     assert gate.applied == [RUN] and ran == []
+
+
+def test_collective_commands_behind_one_of_rank_0s_own_wait_for_another_round() -> None:
+    query, pause, resume = (
+        _pending(type="histogram"),
+        _pending(type="pause"),
+        _pending(type="resume"),
+    )
+    sync, gate, ran, boundary = _setup(0, [[query, pause, resume]])
+    sync.round(boundary, gate, batches=1)
+    assert ran == [query, pause, resume]
+    log = sync.group.log
+    assert [what for what, _ in log] == [
+        "control round",  # the query alone: no collective command
+        "control decision",
+        "control round",  # again at the same boundary: pause and resume, with every rank
+        "broadcast of commands",
+        "control decision",
+    ]
+    assert log[0][1][1] == 0 and log[1][1] == [-4]  # no copies; "another round follows"
+    assert log[2][1][1] == 2
+    assert gate.applied == [RUN]  # "another round" is no decision
+
+
+def test_a_long_command_of_rank_0_keeps_the_others_company_and_calls_them(
+    monkeypatch: Any,
+) -> None:
+    monkeypatch.setattr("onthefly.distributed.control.KEEPALIVE_S", 0.0)
+    long, cancel = _pending(type="histogram"), _pending(type="cancel")
+    sync, gate, ran, boundary = _setup(0, [[long, cancel]])
+    called: list[Any] = []
+    sync.on_call("copy", lambda b, argument, group: called.append((b, argument, group.rank)))
+    seen: dict[str, Any] = {}
+
+    def handler(b: Boundary, cmd: Any) -> None:
+        seen["rest"] = sync.take_rest()
+        seen["stop"] = sync.keepalive()
+        sync.call("copy", {"optimizer": "reset"})
+
+    sync.session.commands.register("cancel", lambda b, cmd: ran.append(cmd))
+    monkeypatch.setitem(sync.session.commands._handlers, "histogram", handler)
+    sync.round(boundary, gate, batches=1)
+    assert seen == {"rest": [cancel], "stop": False}
+    assert called == [(boundary, {"optimizer": "reset"}, 0)]
+    assert ran == []  # the cancel was the long command's to answer
+    assert [what for what, _ in sync.group.log][-4:] == [
+        "control decision (rank 0 busy with a command)",
+        "control decision (a call of every rank)",
+        "call of every rank",
+        "control decision",
+    ]
+    assert sync.keepalive() is False  # outside a command of rank 0's own: nothing sent
+
+
+def test_another_rank_waits_out_rank_0s_command_and_runs_its_calls() -> None:
+    scripted = [[-1, 0, 1, 0], [-2], [-2], [-3], ["copy", 7], [RUN]]
+    sync, gate, _, boundary = _setup(1, [], scripted)
+    called: list[Any] = []
+    sync.on_call("copy", lambda b, argument, group: called.append(argument))
+    sync.round(boundary, gate, batches=1)
+    assert called == [7] and gate.applied == [RUN]
+    assert sync.group.scripted == []
+
+
+def test_a_call_outside_a_command_of_rank_0_is_refused() -> None:
+    sync, *_ = _setup(0, [])
+    sync.on_call("copy", lambda b, argument, group: None)
+    with pytest.raises(RuntimeError, match="inside one of its own commands"):
+        sync.call("copy")
+    with pytest.raises(ValueError, match="already registered"):
+        sync.on_call("copy", lambda b, argument, group: None)

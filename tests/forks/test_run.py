@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from torch import nn
@@ -49,10 +50,28 @@ def test_the_parts_of_a_native_run() -> None:
     assert parts.spec is not None and parts.spec.class_index and parts.val is None
 
 
-def test_distributed_runs_and_several_optimizers_are_refused() -> None:
-    with pytest.raises(Refused, match="not supported in distributed runs yet") as refused:
-        run_parts(_trainer(world_size=2), None)
+class _DistributedLightning(pl.Trainer):
+    """A Lightning trainer of 2 ranks, as far as the refusal looks."""
+
+    def __init__(self) -> None:
+        pass
+
+    @property
+    def world_size(self) -> int:
+        return 2
+
+
+def test_a_distributed_native_run_forks_on_rank_0s_parts() -> None:
+    trainer = _trainer(world_size=2)
+    parts = run_parts(trainer, None)
+    assert parts.model is trainer.model and parts.train_size == 4
+
+
+def test_distributed_lightning_runs_and_several_optimizers_are_refused() -> None:
+    with pytest.raises(Refused, match="not supported in distributed Lightning runs") as refused:
+        run_parts(_DistributedLightning(), None)
     assert refused.value.code == "unsupported"
+    assert "onthefly.Trainer under torchrun" in str(refused.value)
     with pytest.raises(Refused, match="exactly one optimizer; this one has 0"):
         run_parts(_trainer(optimizers=[]), None)
 

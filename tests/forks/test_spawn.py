@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, TensorDataset
 
 from onthefly.errors import ConfigurationError
 from onthefly.forks.adapters import add_adapters
@@ -61,6 +61,17 @@ def test_the_fork_shuffles_with_a_copy_of_the_parent_loaders_generator() -> None
     assert torch.equal(generator.get_state(), state)  # the parent's generator did not move
     assert first == next(iter(parent))[1].tolist()  # same draws as the parent would make
     assert sorted(first) == list(range(20)) and first != list(range(20))
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_rank_s_share_becomes_a_slice_of_the_whole_dataset(shuffle: bool) -> None:
+    data = _data()
+    sampler = DistributedSampler(data, num_replicas=2, rank=1, shuffle=shuffle)
+    parent = DataLoader(data, batch_size=4, sampler=sampler)
+    loader = subset_loader(parent, [0, 1, 18, 19])  # indices of the whole dataset
+    expected = torch.utils.data.RandomSampler if shuffle else torch.utils.data.SequentialSampler
+    assert type(loader.sampler) is expected  # no DistributedSampler: rank 0 trains it all
+    assert sorted(next(iter(loader))[1].tolist()) == [0, 1, 18, 19]
 
 
 def test_indices_are_checked_against_the_dataset() -> None:

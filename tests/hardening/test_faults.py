@@ -154,9 +154,9 @@ def test_a_full_disk_fails_the_export_clearly_and_the_run_goes_on(
         assert not run.is_alive()
 
 
-@pytest.mark.parametrize("moment", ["paused", "testing", "scanning"])
+@pytest.mark.parametrize("moment", ["paused", "testing", "scanning", "forking"])
 def test_ctrl_c_exits_cleanly(onthefly_home: Path, tmp_path: Path, moment: str) -> None:
-    workers = "1" if moment == "scanning" else "0"
+    workers = "1" if moment in ("scanning", "forking") else "0"
     with training(
         tmp_path, "--step-sleep", "0.005", "--slow-eval", "0.3", "--workers", workers
     ) as run:
@@ -168,12 +168,18 @@ def test_ctrl_c_exits_cleanly(onthefly_home: Path, tmp_path: Path, moment: str) 
         elif moment == "testing":
             client.send(json.dumps({"type": "test", "id": "t"}))
             client.wait(lambda: client_saw(client, "status", state="testing"))
-        else:
+        elif moment == "scanning":
             client.send(json.dumps({"type": "scan", "id": "s"}))
             client.wait(lambda: client_saw(client, "scan_progress", state="running"))
+        else:  # a long fork training beside the paused run, with loader workers of its own
+            assert client.call("pause")["type"] == "reply"
+            fork = {"type": "fork", "id": "f", "indices": list(range(32)), "steps": 1_000_000}
+            client.send(json.dumps(fork))
+            # Once its workers run: a Ctrl+C while torch starts worker processes is torch's.
+            client.wait(lambda: fork_stepped(client, 3))
         assert run.workdirs()  # the session's folder exists while it runs
         children = run.descendants()
-        assert len(children) >= int(workers)  # DataLoader workers (a scan starts its own)
+        assert len(children) >= int(workers)  # DataLoader workers (a scan or fork: its own)
 
         run.ctrl_c()
         # The documented behaviour: the script ends as Python scripts end on Ctrl+C.
@@ -186,6 +192,11 @@ def test_ctrl_c_exits_cleanly(onthefly_home: Path, tmp_path: Path, moment: str) 
     assert psutil.wait_procs(children, timeout=30)[1] == []  # no orphan process
     assert run.workdirs() == []
     assert session_files(onthefly_home) == []
+
+
+def fork_stepped(client: Wire, steps: int) -> bool | None:
+    found = any(e["type"] == "fork_progress" and e["step"] >= steps for e in client.events)
+    return found or None
 
 
 def client_saw(client: Wire, kind: str, **fields: object) -> bool | None:

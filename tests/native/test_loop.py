@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as pl
+import psutil
 import pytest
 import torch
 from lightning.pytorch import Callback
@@ -195,3 +196,25 @@ def test_plateau_scheduler_is_stepped_with_val_loss() -> None:
         scheduler=scheduler,
     )
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**3)
+
+
+class _FailsAtBatch(Callback):
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+        if trainer.global_step == 2:
+            raise RuntimeError("user bug")
+
+
+def test_an_epoch_cut_short_by_an_exception_shuts_its_loader_workers_down() -> None:
+    # The exception's traceback keeps the epoch's iterator alive: its worker processes must
+    # not outlive the loop (a worker dying later would make torch raise during cleanup).
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    model = make_model()
+    workers = torch.utils.data.DataLoader(loader().dataset, batch_size=8, num_workers=1)
+    trainer = native_trainer([_FailsAtBatch()], max_epochs=1)
+    with pytest.raises(RuntimeError, match="user bug") as raised:
+        trainer.fit(
+            model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), workers
+        )
+    new = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert psutil.wait_procs(new, timeout=10)[1] == []
+    assert raised.traceback  # the traceback (and the iterator in it) is still alive here
