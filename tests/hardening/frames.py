@@ -36,7 +36,7 @@ NEUTRAL = frozenset(
     {"subscribe", "unsubscribe", "history", "status", "ping", "pause", "resume", "test"}
     | {"health", "export", "checkpoints", "snapshot", "scan", "cancel", "histogram"}
     | {"quantiles", "select", "selections", "selection_rows", "export_selection"}
-    | {"data_map", "explorer"}
+    | {"data_map", "explorer", "forks", "lineage", "compare"}
 )
 """Commands that must leave the run's computation unchanged, so they are also sent valid.
 Every other command (``set``, ``stop``, ``restore``, ``import``, and any command added
