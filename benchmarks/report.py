@@ -1,7 +1,9 @@
 """Write ``benchmarks/RESULTS.md`` from the JSON that ``make bench`` saves.
 
 Each benchmark reports its median time and the figures it recorded in ``extra_info``
-(ratios against a baseline measured in the same run, rates, counts). Usage::
+(ratios against a baseline measured in the same run, rates, counts); the dashboard's
+browser measurements and the hardening runs' figures (``make stress``) follow when present.
+Usage::
 
     python benchmarks/report.py [.benchmarks/latest.json]
 """
@@ -17,6 +19,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 DEFAULT_INPUT = HERE.parent / ".benchmarks" / "latest.json"
 DASHBOARD_PERF = HERE.parent / "extension" / "test-results" / "perf.json"
+HARDENING = HERE.parent / ".benchmarks" / "hardening.json"
 OUTPUT = HERE / "RESULTS.md"
 
 HEADER = """# Benchmark results
@@ -73,6 +76,19 @@ def render_dashboard(perf: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_hardening(runs: dict[str, Any]) -> str:
+    """The hardening runs' figures (``make stress``), one row per kind of run."""
+    lines = [
+        "\n## Reliability (`make stress`, `tests/hardening/`)\n",
+        "| run | figures |",
+        "| --- | --- |",
+    ]
+    for name, figures in sorted(runs.items()):
+        shown = ", ".join(f"{k} = {_figure(v)}" for k, v in figures.items())
+        lines.append(f"| {name} | {shown} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
     source = Path(argv[1]) if len(argv) > 1 else DEFAULT_INPUT
     if not source.is_file():
@@ -81,6 +97,8 @@ def main(argv: list[str]) -> int:
     text = render(json.loads(source.read_text(encoding="utf-8")))
     if DASHBOARD_PERF.is_file():
         text += render_dashboard(json.loads(DASHBOARD_PERF.read_text(encoding="utf-8")))
+    if HARDENING.is_file():
+        text += render_hardening(json.loads(HARDENING.read_text(encoding="utf-8")))
     OUTPUT.write_text(text, encoding="utf-8")
     print(f"wrote {OUTPUT}", file=sys.stderr)
     return 0

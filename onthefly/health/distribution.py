@@ -32,6 +32,9 @@ SHOWN = 5
 
 _POSITION = ("step", "epoch", "sampler_epoch", "batches")
 
+_SYNCED_AT_FORWARD = (".running_mean", ".running_var")
+"""BatchNorm buffers DDP copies from rank 0 at each forward: they differ between two steps."""
+
 
 @dataclass(frozen=True)
 class Control:
@@ -91,12 +94,18 @@ def compare(states: list[RankState], group: ControlGroup, control: Control) -> l
     found = [_overview(states, group, control)]
     found += [_rank(state, now) for state in states]
     found += _positions(states)
-    differing = []
+    differing, held_apart = [], []
     for kind in parity.KINDS:
         for rank, names in sorted(parity.mismatches([s.digests[kind] for s in states]).items()):
-            differing.append(_differs(rank, kind, names))
-    found += differing
-    if not differing:
+            if kind == "buffer":
+                stats = [n for n in names if n.endswith(_SYNCED_AT_FORWARD)]
+                names = [n for n in names if not n.endswith(_SYNCED_AT_FORWARD)]
+                if stats:
+                    held_apart.append(_own_statistics(rank, stats))
+            if names:
+                differing.append(_differs(rank, kind, names))
+    found += differing + held_apart
+    if not differing and not held_apart:
         counts = {kind: len(states[0].digests[kind]) for kind in parity.KINDS}
         entries = counts["optimizer state"]
         found.append(
@@ -165,6 +174,21 @@ def _positions(states: list[RankState]) -> list[Finding]:
                 )
             )
     return found
+
+
+def _own_statistics(rank: int, names: list[str]) -> Finding:
+    # DDP copies rank 0's buffers to every rank at the start of each forward, so between two
+    # steps each rank holds the running statistics of its own last batch: expected, not a fault.
+    shown = ", ".join(names[:SHOWN]) + (f" … ({len(names)} in all)" if len(names) > SHOWN else "")
+    return finding(
+        "distribution",
+        "info",
+        f"rank {rank} holds its own BatchNorm running statistics ({shown}): expected between "
+        "two steps, DDP gives every rank rank 0's at the start of each forward",
+        rank=rank,
+        kind="buffer",
+        tensors=names,
+    )
 
 
 def _differs(rank: int, kind: str, names: list[str]) -> Finding:

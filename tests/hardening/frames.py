@@ -43,6 +43,10 @@ Every other command (``set``, ``stop``, ``restore``, ``import``, and any command
 later) may legitimately change what the run computes: it is sent with invalid arguments
 only."""
 
+ENDING_FIELDS = {("resume", "steps"), ("resume", "epochs")}
+"""Fields of a neutral command that would give the run a new end (resume for N more steps):
+the run would finish mid-fuzz, so valid frames leave them out (invalid ones still try them)."""
+
 PATH_FIELDS = {("export", "path"), ("import", "path"), ("export_selection", "directory")}
 """Fields naming a place on disk: valid values are replaced by sandbox paths."""
 
@@ -209,7 +213,7 @@ def valid_command(draw: st.DrawFn, kind: str, sandbox: str, run: str) -> dict[st
     schema = _SCHEMAS[kind]
     fields: dict[str, Any] = {"type": kind, "id": draw(_IDS)}
     for name, prop in schema["properties"].items():
-        if name in ("type", "id"):
+        if name in ("type", "id") or (kind, name) in ENDING_FIELDS:
             continue
         if (kind, name) in PATH_FIELDS:
             fields[name] = f"{sandbox}/{draw(st.from_regex(r'[a-z]{1,8}', fullmatch=True))}"

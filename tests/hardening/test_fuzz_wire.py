@@ -34,6 +34,7 @@ from onthefly.protocol import MAX_FRAME_BYTES
 from onthefly.server import SessionServer
 from onthefly.server.discovery import list_sessions
 from tests.callbacks.live import wait_for_session
+from tests.hardening.figures import record
 from tests.hardening.frames import Frame, any_frame
 from tests.hardening.process import training
 from tests.hardening.training import fit
@@ -181,4 +182,4 @@ def test_an_id_no_answer_can_carry_is_answered_without_it() -> None:
 def test_ten_thousand_fuzzed_frames_change_nothing(onthefly_home: Path, tmp_path: Path) -> None:
     figures = fuzz(tmp_path, onthefly_home, examples=100, per_example=100, derandomize=False)
     assert figures["frames"] >= 10_000
-    print("fuzz figures:", figures)
+    record("fuzz", figures)

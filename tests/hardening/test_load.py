@@ -36,6 +36,7 @@ from websockets.sync.client import connect
 from onthefly.server.discovery import SessionFile
 from onthefly.server.outbox import TELEMETRY_KINDS
 from tests.callbacks.live import wait_for_session
+from tests.hardening.figures import record
 from tests.hardening.process import training
 from tests.hardening.wire import Wire, ws_url
 
@@ -184,8 +185,7 @@ def test_four_clients_at_full_rate(onthefly_home: Path, tmp_path: Path) -> None:
         "slow_reader_close": readers[-1].close_code,
         "slow_reader_reached_end": readers[-1].last == last_seq,
     }
-    print("load figures:", figures)
-    (tmp_path.parent / "load-figures.json").write_text(json.dumps(figures))
+    record("load", figures)
 
     for reader in readers:
         assert reader.disorder == 0  # in order, none twice

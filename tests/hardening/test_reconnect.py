@@ -24,6 +24,7 @@ from websockets.sync.client import connect
 
 from onthefly.server.discovery import SessionFile
 from tests.callbacks.live import wait_for_session
+from tests.hardening.figures import record
 from tests.hardening.training import fit
 from tests.hardening.wire import Wire, ws_url
 
@@ -103,4 +104,5 @@ def test_a_hundred_reconnects_miss_and_repeat_nothing(onthefly_home: Path, tmp_p
     assert resuming.seqs == expected
     assert set(resuming.modes) == {"replay"}  # every resume was served from the ring
     assert resuming.subscribes >= RECONNECTS * 0.8  # most visits resumed, some left at once
-    print(f"reconnect figures: {resuming.subscribes} resumes, {len(expected)} events")
+    figures = {"reconnects": RECONNECTS, "resumes": resuming.subscribes, "events": len(expected)}
+    record("reconnects", {**figures, "gaps": 0, "duplicates": 0})
