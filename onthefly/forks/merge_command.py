@@ -121,6 +121,9 @@ def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
     started = time.perf_counter()
     try:
         evaluator = _evaluator(parts, records, command.rest_max, interrupts)
+        server = spawner.session.server
+        if server is not None:  # the main row is named after the run, as in the lineage
+            spawner.lineage.bind_main(server.main_run, spawner.session.run_name)
         active = spawner.lineage.node(spawner.lineage.active)
         rows = [{"model": active["name"], "run": active["run"], "kind": active["kind"]}]
         rows += [{"model": r.name, "run": r.run, "kind": "fork"} for r in records]
