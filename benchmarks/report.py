@@ -63,29 +63,16 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_dashboard(perf: dict[str, Any]) -> str:
-    """The browser suite's figures (``make bench-extension``), one row per measurement."""
-    lines = [
-        "\n## Dashboard in real headless Chromium (`extension/test-results/perf.json`)\n",
-        "| measurement | figures |",
-        "| --- | --- |",
-    ]
-    for name, figures in sorted(perf.items()):
-        shown = ", ".join(f"{k} = {_figure(v)}" for k, v in figures.items() if k != "measuredAt")
+def render_rows(title: str, column: str, rows: dict[str, dict[str, Any]]) -> str:
+    """A section with one row of figures per measurement (the dates they carry left out)."""
+    lines = [f"\n## {title}\n", f"| {column} | figures |", "| --- | --- |"]
+    for name, figures in sorted(rows.items()):
+        shown = ", ".join(
+            f"{k} = {_figure(v)}"
+            for k, v in figures.items()
+            if k not in ("measuredAt", "measured_at")
+        )
         lines.append(f"| `{name}` | {shown} |")
-    return "\n".join(lines) + "\n"
-
-
-def render_hardening(runs: dict[str, Any]) -> str:
-    """The hardening runs' figures (``make stress``), one row per kind of run."""
-    lines = [
-        "\n## Reliability (`make stress`, `tests/hardening/`)\n",
-        "| run | figures |",
-        "| --- | --- |",
-    ]
-    for name, figures in sorted(runs.items()):
-        shown = ", ".join(f"{k} = {_figure(v)}" for k, v in figures.items())
-        lines.append(f"| {name} | {shown} |")
     return "\n".join(lines) + "\n"
 
 
@@ -96,9 +83,12 @@ def main(argv: list[str]) -> int:
         return 2
     text = render(json.loads(source.read_text(encoding="utf-8")))
     if DASHBOARD_PERF.is_file():
-        text += render_dashboard(json.loads(DASHBOARD_PERF.read_text(encoding="utf-8")))
+        perf = json.loads(DASHBOARD_PERF.read_text(encoding="utf-8"))
+        title = "Dashboard in real headless Chromium (`extension/test-results/perf.json`)"
+        text += render_rows(title, "measurement", perf)
     if HARDENING.is_file():
-        text += render_hardening(json.loads(HARDENING.read_text(encoding="utf-8")))
+        runs = json.loads(HARDENING.read_text(encoding="utf-8"))
+        text += render_rows("Reliability (`make stress`, `tests/hardening/`)", "run", runs)
     OUTPUT.write_text(text, encoding="utf-8")
     print(f"wrote {OUTPUT}", file=sys.stderr)
     return 0
