@@ -46,9 +46,10 @@ class LiveClient:
     def __init__(self, session: SessionFile) -> None:
         self._stack = contextlib.ExitStack()
         self._ws: ClientConnection = self._stack.enter_context(
-            connect(f"ws://127.0.0.1:{session.port}/?token={session.token}", open_timeout=10)
+            connect(f"ws://127.0.0.1:{session.port}/?token={session.token}", open_timeout=TIMEOUT)
         )
-        self.hello = json.loads(self._ws.recv(timeout=10))
+        # Generous: the run may still be starting up in this very process, busy with imports.
+        self.hello = json.loads(self._ws.recv(timeout=TIMEOUT))
         self.events: list[dict[str, Any]] = []
         self.answers: dict[str, dict[str, Any]] = {}
         self.closed = threading.Event()
