@@ -70,7 +70,7 @@ class _Transfer:
 
     def result(self) -> list[Row]:
         values: list[dict[str, float]] = [
-            {name: v for name, v in row[2].items() if isinstance(v, float)} for row in self.rows
+            {name: v for name, v in row[2].items() if type(v) is float} for row in self.rows
         ]
         for part in self.parts:
             for (index, name), value in zip(part.slots, part.host.tolist(), strict=True):
@@ -113,11 +113,13 @@ class StepBuffer:
 
     def add(self, step: int, epoch: int, values: Mapping[str, Value]) -> None:
         """Record one step (the buffer keeps ``values``); cheap, and never waits for the device."""
-        self._rows.append((step, epoch, values))
+        rows = self._rows
+        rows.append((step, epoch, values))
         now = time.monotonic()
-        if len(self._rows) >= self._every_steps or now - self._last_start >= self._every_s:
+        if len(rows) >= self._every_steps or now - self._last_start >= self._every_s:
             self._start(now)
-        self._deliver(wait=False)
+        if self._in_flight:
+            self._deliver(wait=False)
 
     def flush(self) -> None:
         """Ship everything recorded so far and wait for it (pause, epoch end, end of run)."""
@@ -134,6 +136,8 @@ class StepBuffer:
         norms: list[Sequence[torch.Tensor]] = []
         for index, (_, _, values) in enumerate(transfer.rows):
             for name, value in values.items():
+                if type(value) is float:
+                    continue  # already on the host (learning rates)
                 if isinstance(value, torch.Tensor):
                     slots, tensors = by_device.setdefault(value.device, ([], []))
                     slots.append((index, name))

@@ -257,7 +257,12 @@ class SampleTracker(Callback):
 
 
 def _returned_values(outputs: Any, n: int) -> SampleValues | None:
-    value = outputs.get(PER_SAMPLE_KEY) if isinstance(outputs, Mapping) else None
+    if type(outputs) is dict:  # the usual outputs: no Mapping ABC check at every step
+        value = outputs.get(PER_SAMPLE_KEY)
+    else:
+        value = outputs.get(PER_SAMPLE_KEY) if isinstance(outputs, Mapping) else None
+    if value is None:
+        return None
     if isinstance(value, torch.Tensor) and value.numel() == n:
         return SampleValues(value.detach().reshape(n).float())
     return None

@@ -62,6 +62,8 @@ class Telemetry(Callback):
         self._sampler: RuntimeSampler | None = None
         self._logs = LogForwarder(functools.partial(session.publish, "log"), log_level)
         self._optimizer_values: dict[str, Value] = {}
+        self._readers: dict[int, _OptimizerReader] = {}
+        self._trainer_norm = False  # the native trainer clips, so it computes the norm itself
         self._losses: list[torch.Tensor] = []
         self._last_step: int | None = None
         self._eval_before: dict[str, int] = {}
@@ -83,6 +85,8 @@ class Telemetry(Callback):
             return
         self._last_step = trainer.global_step
         self._lightning = is_lightning(trainer)  # asked at every step: once per fit is enough
+        self._readers = {}
+        self._trainer_norm = False
         self._logs.install()
         self._sampler = RuntimeSampler(
             self._clock,
@@ -120,11 +124,13 @@ class Telemetry(Callback):
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         if not self.session.active:
             return
-        # A native trainer that clips computes the norm anyway: reuse it (see _record_step).
-        clipping = not self._lightning and getattr(trainer, "grad_norm", None) is not None
         # try/except rather than _guarded: this runs at every step (no generator to create).
         try:
-            self._optimizer_values.update(optimizer_values(trainer, optimizer, not clipping))
+            reader = self._readers.get(id(optimizer))
+            if reader is None or not reader.current(optimizer):
+                reader = self._readers[id(optimizer)] = _OptimizerReader(trainer, optimizer)
+            # A native trainer that clips computes the norm anyway: reuse it (_record_step).
+            reader.read(self._optimizer_values, with_norm=not self._trainer_norm)
         except Exception:
             self._warn_once("read the optimizer")
 
@@ -194,20 +200,26 @@ class Telemetry(Callback):
             log.warning("OnTheFly could not %s; training goes on", action, exc_info=True)
 
     def _record_step(self, trainer: Any, outputs: Any) -> None:
-        logged = _logged.step_values(trainer, outputs)
-        if logged:
-            self._step_names.update(logged)
-        values: dict[str, Value] = {**logged, **self._optimizer_values}
-        lightning = self._lightning
-        if not lightning:
-            values.update(_native_clip_norm(trainer))
-        loss = _mean(self._losses, summed=lightning)
-        if loss is not None:
-            values["loss"] = loss
-        self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), values)
-        self._optimizer_values = {}
-        self._losses = []
-        self._last_step = trainer.global_step
+        values, self._optimizer_values = self._optimizer_values, {}
+        # The native trainer's outputs hold only the loss unless the step returned more.
+        if self._lightning or type(outputs) is not dict or len(outputs) > 1:
+            logged = _logged.step_values(trainer, outputs)
+            if logged:
+                self._step_names.update(logged)
+                for name, value in logged.items():
+                    values.setdefault(name, value)  # the optimizer's own names win
+        if not self._lightning:
+            norm = _logged.scalar_or_none(getattr(trainer, "grad_norm", None))
+            if norm is not None:  # the same quantity as ours (total norm before clipping)
+                values["grad_norm"] = norm
+                self._trainer_norm = True
+        losses = self._losses
+        if losses:
+            values["loss"] = losses[0] if len(losses) == 1 else _mean(losses, self._lightning)
+            self._losses = []
+        step = trainer.global_step
+        self._buffer.add(int(step), int(trainer.current_epoch), values)
+        self._last_step = step
 
     def _ship(self, rows: list[Row]) -> None:
         for row in rows:
@@ -244,27 +256,41 @@ class Telemetry(Callback):
         self._logs.uninstall()
 
 
-def optimizer_values(trainer: Any, optimizer: Any, with_norm: bool = True) -> dict[str, Value]:
-    """Learning rates and the gradient norm of ``optimizer``, before it steps.
+class _OptimizerReader:
+    """Reads one optimizer's learning rates and gradient norm at every step; the names and
+    the flat parameter list are worked out once (again when param groups are added).
 
     Args:
         trainer: the trainer (its ``optimizers`` tell which optimizer this is).
         optimizer: a ``torch.optim.Optimizer`` (or anything with ``param_groups``).
-        with_norm: also compute the gradient norm.
     """
-    index = next((i for i, o in enumerate(getattr(trainer, "optimizers", ())) if o is optimizer), 0)
-    prefix = "" if index == 0 else f"/opt{index}"
-    values: dict[str, Value] = {}
-    for j, group in enumerate(optimizer.param_groups):
-        lr = _logged.scalar_or_none(group.get("lr"))
-        if lr is not None:
-            values[f"lr{prefix}/group{j}" if j else f"lr{prefix}"] = lr
-    if not with_norm:
-        return values
-    norms = grad_norms(p for group in optimizer.param_groups for p in group["params"])
-    if norms is not None:
-        values[f"grad_norm{prefix}"] = norms
-    return values
+
+    def __init__(self, trainer: Any, optimizer: Any) -> None:
+        optimizers = getattr(trainer, "optimizers", ())
+        index = next((i for i, o in enumerate(optimizers) if o is optimizer), 0)
+        prefix = "" if index == 0 else f"/opt{index}"
+        self.groups = optimizer.param_groups
+        self.size = len(self.groups)
+        self.lr_names = [f"lr{prefix}/group{j}" if j else f"lr{prefix}" for j in range(self.size)]
+        self.norm_name = f"grad_norm{prefix}"
+        self.params = [p for group in self.groups for p in group["params"]]
+
+    def current(self, optimizer: Any) -> bool:
+        """Whether ``optimizer``'s param groups are still the ones read at creation."""
+        groups = optimizer.param_groups
+        return groups is self.groups and len(groups) == self.size
+
+    def read(self, values: dict[str, Value], with_norm: bool) -> None:
+        """Put the learning rates (and the gradient norm's parts) into ``values``."""
+        for name, group in zip(self.lr_names, self.groups, strict=True):
+            lr = group.get("lr")
+            lr = lr if type(lr) is float else _logged.scalar_or_none(lr)
+            if lr is not None:
+                values[name] = lr
+        if with_norm:
+            norms = grad_norms(self.params)
+            if norms is not None:
+                values[self.norm_name] = norms
 
 
 def without_split_prefix(values: dict[str, Any], split: str) -> dict[str, Any]:
@@ -300,7 +326,7 @@ def grad_norms(parameters: Any) -> Norms | None:
     """The L2 norm of each parameter's gradient, as device tensors (no host sync): one fused
     ``torch._foreach_norm``. Their global norm is taken when the step ships
     (:class:`~onthefly.callbacks._step_buffer.StepBuffer`)."""
-    grads = [p.grad for p in parameters if p.grad is not None and not p.grad.is_sparse]
+    grads = [g for g in [p.grad for p in parameters] if g is not None and not g.is_sparse]
     if not grads:
         return None
     return Norms(torch._foreach_norm(grads))
@@ -314,19 +340,9 @@ def _loss_of(outputs: Any) -> torch.Tensor | None:
     return None
 
 
-def _mean(losses: list[torch.Tensor], summed: bool) -> torch.Tensor | None:
-    # Lightning divides each accumulated micro-batch loss by the number of micro-batches
-    # already, so their sum is the step's mean loss; the native trainer reports raw losses.
-    if not losses:
-        return None
-    if len(losses) == 1:
-        return losses[0]
+def _mean(losses: list[torch.Tensor], summed: bool) -> torch.Tensor:
+    # The loss of a step of several (accumulated) micro-batches. Lightning divides each
+    # micro-batch loss by their number already, so their sum is the step's mean loss; the
+    # native trainer reports raw losses.
     stacked = torch.stack([loss.reshape(()) for loss in losses])
     return stacked.sum() if summed else stacked.mean()
-
-
-def _native_clip_norm(trainer: Any) -> dict[str, _logged.Scalar]:
-    # The native trainer exposes the norm clip_grad_norm_ returned when it clipped: the same
-    # quantity as ours (total norm before clipping), for this step.
-    norm = _logged.scalar_or_none(getattr(trainer, "grad_norm", None))
-    return {} if norm is None else {"grad_norm": norm}

@@ -59,31 +59,23 @@ class StepHistory:
     """
 
     def __init__(self, size: int = 2000) -> None:
-        self._records: deque[StepRecord] = deque(maxlen=size)
+        # Payloads are kept as published and read into StepRecords only when a check asks:
+        # recording runs for every step the telemetry ships.
+        self._records: deque[StepRecord | Mapping[str, Any]] = deque(maxlen=size)
 
     def record(self, payload: Mapping[str, Any]) -> None:
         """Keep a ``metrics`` event's training values (other splits are ignored)."""
-        if payload.get("split", "train") != "train":
-            return
-        values = payload.get("values") or {}
-        lrs = {k: float(v) for k, v in values.items() if k.startswith("lr") and v is not None}
-        self._records.append(
-            StepRecord(
-                int(payload["step"]),
-                _float(values.get("loss")),
-                _float(values.get("grad_norm")),
-                lrs,
-            )
-        )
+        if payload.get("split", "train") == "train":
+            self._records.append(payload)
 
     def records(self) -> list[StepRecord]:
         """The kept steps, oldest first."""
-        return list(self._records)
+        return [r if isinstance(r, StepRecord) else _step_record(r) for r in self._records]
 
     def state_dict(self) -> dict[str, Any]:
         """The kept steps as plain lists (for exports)."""
         return {
-            "steps": [[r.step, r.loss, r.grad_norm, r.lrs] for r in self._records],
+            "steps": [[r.step, r.loss, r.grad_norm, r.lrs] for r in self.records()],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -91,6 +83,14 @@ class StepHistory:
         self._records.clear()
         for step, loss, norm, lrs in state.get("steps", []):
             self._records.append(StepRecord(int(step), loss, norm, dict(lrs)))
+
+
+def _step_record(payload: Mapping[str, Any]) -> StepRecord:
+    values = payload.get("values") or {}
+    lrs = {k: float(v) for k, v in values.items() if k.startswith("lr") and v is not None}
+    return StepRecord(
+        int(payload["step"]), _float(values.get("loss")), _float(values.get("grad_norm")), lrs
+    )
 
 
 @dataclass(frozen=True)

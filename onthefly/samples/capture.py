@@ -118,26 +118,51 @@ def describe_loss(loss_fn: Any) -> LossSpec | None:
 def _module_spec(module: nn.Module) -> LossSpec | None:
     if not isinstance(module.__dict__.get("reduction"), str):
         return None
-    forward = type(module).forward  # the class's, so an installed tap is not re-entered
+    class_index = isinstance(module, (nn.CrossEntropyLoss, nn.NLLLoss))
+    buffers = module._buffers
+    return LossSpec(
+        unreduced=_unreduced_call(module),
+        reduction=module.__dict__["reduction"],
+        class_index=class_index,
+        # Read at call time (the buffer may be replaced), without nn.Module.__getattr__.
+        weight=lambda: buffers.get("weight") if class_index else None,
+        ignore_index=getattr(module, "ignore_index", None) if class_index else None,
+    )
+
+
+def _unreduced_call(module: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """``module``'s loss with ``reduction="none"``, reading its options at call time."""
+    kind = type(module)
+    buffers, options = module._buffers, module.__dict__
+    if kind is nn.CrossEntropyLoss:  # the usual case, at every step: the functional call
+        return lambda preds, target: F.cross_entropy(
+            preds,
+            target,
+            weight=buffers.get("weight"),
+            ignore_index=options["ignore_index"],
+            reduction="none",
+            label_smoothing=options["label_smoothing"],
+        )
+    if kind is nn.NLLLoss:
+        return lambda preds, target: F.nll_loss(
+            preds,
+            target,
+            weight=buffers.get("weight"),
+            ignore_index=options["ignore_index"],
+            reduction="none",
+        )
+    forward = kind.forward  # the class's, so an installed tap is not re-entered
 
     def unreduced(preds: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        attributes = module.__dict__
-        saved = attributes["reduction"]
-        attributes["reduction"] = "none"
+        saved = options["reduction"]
+        options["reduction"] = "none"
         try:
             result: torch.Tensor = forward(module, preds, target)
         finally:
-            attributes["reduction"] = saved
+            options["reduction"] = saved
         return result
 
-    class_index = isinstance(module, (nn.CrossEntropyLoss, nn.NLLLoss))
-    return LossSpec(
-        unreduced=unreduced,
-        reduction=module.__dict__["reduction"],
-        class_index=class_index,
-        weight=lambda: getattr(module, "weight", None) if class_index else None,
-        ignore_index=getattr(module, "ignore_index", None) if class_index else None,
-    )
+    return unreduced
 
 
 def _function_spec(fn: Callable[..., Any]) -> LossSpec | None:
@@ -164,7 +189,12 @@ def _function_spec(fn: Callable[..., Any]) -> LossSpec | None:
 
 
 def per_sample(
-    spec: LossSpec, preds: Any, target: Any, n: int, correctness: bool = True
+    spec: LossSpec,
+    preds: Any,
+    target: Any,
+    n: int,
+    correctness: bool = True,
+    scores: bool = False,
 ) -> SampleValues | None:
     """Each of the ``n`` samples' loss (and correctness) from one call's inputs.
 
@@ -174,6 +204,9 @@ def per_sample(
         target: the targets the loss function got.
         n: the number of samples in the batch.
         correctness: also compute ``correct`` (a caller that keeps the scores may skip it).
+        scores: with one class target per sample and no ``correctness``, put the detached
+            ``[B, C]`` scores in ``predicted`` (their argmax left to the host copy) when they
+            are small, else their argmax.
 
     Returns:
         The values on the device, or ``None`` when the unreduced loss cannot be split into
@@ -192,11 +225,11 @@ def per_sample(
         and elements.shape[0] == n
         and not target.is_floating_point()
     ):  # the common case, at every step: one class target per sample
-        return _one_target_values(spec, preds, target, elements, correctness)
+        return _one_target_values(spec, preds, target, elements, correctness, scores)
     if elements.ndim == 0 or elements.numel() % n:
         return None
     if spec.class_index and _is_class_index(preds, target):
-        return _class_index_values(spec, preds, target, elements, n, correctness)
+        return _class_index_values(spec, preds, target, elements, n, correctness, scores)
     flat = elements.reshape(n, -1).float()
     loss = flat.sum(1) if spec.reduction == "sum" else flat.mean(1)
     return SampleValues(loss)
@@ -217,9 +250,11 @@ def _class_index_values(
     elements: torch.Tensor,
     n: int,
     correctness: bool,
+    scores: bool = False,
 ) -> SampleValues:
     if elements.ndim == 1 and target.ndim == 1 and elements.shape[0] == n:
-        return _one_target_values(spec, preds, target, elements, correctness)
+        keep = scores and preds.ndim == 2
+        return _one_target_values(spec, preds, target, elements, correctness, keep)
     flat = elements.reshape(n, -1).float()
     targets = target.reshape(n, -1)
     valid = targets != spec.ignore_index if spec.ignore_index is not None else None
@@ -253,6 +288,7 @@ def _one_target_values(
     target: torch.Tensor,
     elements: torch.Tensor,
     correctness: bool,
+    scores: bool = False,
 ) -> SampleValues:
     # One class per sample (the common case, on every training step): few small kernels;
     # ignored targets and correctness are settled on the host (see host_values).
@@ -261,7 +297,11 @@ def _one_target_values(
     weight = spec.weight()
     if weight is not None and spec.reduction != "sum":
         loss = loss / weight.to(loss.dtype)[target.clamp(min=0)]
-    predicted = preds.argmax(1) if correctness else None
+    predicted = None
+    if correctness or (scores and preds.numel() > DEFERRED_SCORES):
+        predicted = preds.argmax(1)
+    elif scores:
+        predicted = preds
     return SampleValues(loss, None, target, predicted, spec.ignore_index)
 
 
@@ -301,14 +341,9 @@ class Slot:
         spec = self.specs[key]
         if spec is None:
             return
-        values = per_sample(spec, preds, target, self.n, correctness=False)
-        if values is not None and values.label is not None and values.correct is None:
-            # One class target per sample: keep the (small) scores and let the copy to the
-            # host take one argmax for many batches, instead of one kernel per step.
-            scores = preds.detach()
-            small = scores.numel() <= DEFERRED_SCORES
-            values = values._replace(predicted=scores if small else scores.argmax(1))
-        self.values = values
+        # With one class target per sample the (small) scores are kept and the copy to the
+        # host takes one argmax for many batches, instead of one kernel per step.
+        self.values = per_sample(spec, preds, target, self.n, correctness=False, scores=True)
 
 
 _local = threading.local()
@@ -357,7 +392,7 @@ class LossTap:
 
         def forward(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
-            slot = armed_slot()
+            slot = getattr(_local, "slot", None)  # armed_slot(), inlined: runs at every step
             if slot is not None and slot.values is None:
                 preds = args[0] if args else kwargs.get("input")
                 target = args[1] if len(args) > 1 else kwargs.get("target")
