@@ -134,23 +134,18 @@ def _unreduced_call(module: nn.Module) -> Callable[[torch.Tensor, torch.Tensor],
     """``module``'s loss with ``reduction="none"``, reading its options at call time."""
     kind = type(module)
     buffers, options = module._buffers, module.__dict__
-    if kind is nn.CrossEntropyLoss:  # the usual case, at every step: the functional call
-        return lambda preds, target: F.cross_entropy(
-            preds,
-            target,
-            weight=buffers.get("weight"),
-            ignore_index=options["ignore_index"],
-            reduction="none",
-            label_smoothing=options["label_smoothing"],
-        )
-    if kind is nn.NLLLoss:
-        return lambda preds, target: F.nll_loss(
-            preds,
-            target,
-            weight=buffers.get("weight"),
-            ignore_index=options["ignore_index"],
-            reduction="none",
-        )
+    if kind in (nn.CrossEntropyLoss, nn.NLLLoss):  # the usual case: the functional call
+        loss_fn = F.cross_entropy if kind is nn.CrossEntropyLoss else F.nll_loss
+        smoothing = kind is nn.CrossEntropyLoss
+
+        def class_index(preds: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+            extra = {"label_smoothing": options["label_smoothing"]} if smoothing else {}
+            weight, ignore = buffers.get("weight"), options["ignore_index"]
+            return loss_fn(
+                preds, target, weight=weight, ignore_index=ignore, reduction="none", **extra
+            )
+
+        return class_index
     forward = kind.forward  # the class's, so an installed tap is not re-entered
 
     def unreduced(preds: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, TensorDataset
+from websockets.exceptions import ConnectionClosed
 
 import onthefly
 from onthefly.callbacks.onthefly import OnTheFly
@@ -208,7 +210,9 @@ def run_live(script: Callable[[LiveClient], None], home: Path, embedding_fn: Any
         except BaseException as exc:  # reported on the test's thread
             failures.append(exc)
         finally:
-            client.call("stop")
+            # A run that already ended closed the connection: there is nothing left to stop.
+            with contextlib.suppress(ConnectionClosed, OSError):
+                client.call("stop")
             client.close()
 
     thread = threading.Thread(target=talk, daemon=True)
