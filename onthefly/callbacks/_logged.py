@@ -67,9 +67,9 @@ def step_values(trainer: Any, outputs: Any) -> dict[str, Scalar]:
             for _, metric in results.valid_items()
             if metric.meta.on_step
         )
-    if isinstance(outputs, dict):
-        return scalars((k, v) for k, v in outputs.items() if k != "loss")
-    return {}
+    if not isinstance(outputs, dict) or (len(outputs) == 1 and "loss" in outputs):
+        return {}  # the usual native step: nothing logged besides the loss
+    return scalars((k, v) for k, v in outputs.items() if k != "loss")
 
 
 def epoch_values(trainer: Any, before: dict[str, int], skip: set[str]) -> dict[str, Scalar]:

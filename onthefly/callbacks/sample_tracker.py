@@ -257,12 +257,9 @@ class SampleTracker(Callback):
 
 
 def _returned_values(outputs: Any, n: int) -> SampleValues | None:
-    if type(outputs) is dict:  # the usual outputs: no Mapping ABC check at every step
-        value = outputs.get(PER_SAMPLE_KEY)
-    else:
-        value = outputs.get(PER_SAMPLE_KEY) if isinstance(outputs, Mapping) else None
-    if value is None:
-        return None
+    # ``type(...) is dict`` first: the usual outputs skip the Mapping ABC check at every step.
+    mapping = type(outputs) is dict or isinstance(outputs, Mapping)
+    value = outputs.get(PER_SAMPLE_KEY) if mapping else None
     if isinstance(value, torch.Tensor) and value.numel() == n:
         return SampleValues(value.detach().reshape(n).float())
     return None

@@ -201,13 +201,11 @@ class Telemetry(Callback):
 
     def _record_step(self, trainer: Any, outputs: Any) -> None:
         values, self._optimizer_values = self._optimizer_values, {}
-        # The native trainer's outputs hold only the loss unless the step returned more.
-        if self._lightning or type(outputs) is not dict or len(outputs) > 1:
-            logged = _logged.step_values(trainer, outputs)
-            if logged:
-                self._step_names.update(logged)
-                for name, value in logged.items():
-                    values.setdefault(name, value)  # the optimizer's own names win
+        logged = _logged.step_values(trainer, outputs)
+        if logged:
+            self._step_names.update(logged)
+            for name, value in logged.items():
+                values.setdefault(name, value)  # the optimizer's own names win
         if not self._lightning:
             norm = _logged.scalar_or_none(getattr(trainer, "grad_norm", None))
             if norm is not None:  # the same quantity as ours (total norm before clipping)

@@ -61,7 +61,7 @@ class StepHistory:
     def __init__(self, size: int = 2000) -> None:
         # Payloads are kept as published and read into StepRecords only when a check asks:
         # recording runs for every step the telemetry ships.
-        self._records: deque[StepRecord | Mapping[str, Any]] = deque(maxlen=size)
+        self._records: deque[Mapping[str, Any]] = deque(maxlen=size)
 
     def record(self, payload: Mapping[str, Any]) -> None:
         """Keep a ``metrics`` event's training values (other splits are ignored)."""
@@ -70,7 +70,7 @@ class StepHistory:
 
     def records(self) -> list[StepRecord]:
         """The kept steps, oldest first."""
-        return [r if isinstance(r, StepRecord) else _step_record(r) for r in self._records]
+        return [_step_record(payload) for payload in self._records]
 
     def state_dict(self) -> dict[str, Any]:
         """The kept steps as plain lists (for exports)."""
@@ -82,7 +82,8 @@ class StepHistory:
         """Restore :meth:`state_dict` output."""
         self._records.clear()
         for step, loss, norm, lrs in state.get("steps", []):
-            self._records.append(StepRecord(int(step), loss, norm, dict(lrs)))
+            values = {"loss": loss, "grad_norm": norm, **lrs}
+            self._records.append({"split": "train", "step": step, "values": values})
 
 
 def _step_record(payload: Mapping[str, Any]) -> StepRecord:
