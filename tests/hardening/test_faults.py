@@ -170,7 +170,8 @@ def test_ctrl_c_exits_cleanly(onthefly_home: Path, tmp_path: Path, moment: str) 
             client.wait(lambda: client_saw(client, "status", state="testing"))
         elif moment == "scanning":
             client.send(json.dumps({"type": "scan", "id": "s"}))
-            client.wait(lambda: client_saw(client, "scan_progress", state="running"))
+            # Once batches arrive: a Ctrl+C while torch starts worker processes is torch's.
+            client.wait(lambda: scan_advanced(client))
         else:  # a long fork training beside the paused run, with loader workers of its own
             assert client.call("pause")["type"] == "reply"
             fork = {"type": "fork", "id": "f", "indices": list(range(32)), "steps": 1_000_000}
@@ -196,6 +197,14 @@ def test_ctrl_c_exits_cleanly(onthefly_home: Path, tmp_path: Path, moment: str) 
 
 def fork_stepped(client: Wire, steps: int) -> bool | None:
     found = any(e["type"] == "fork_progress" and e["step"] >= steps for e in client.events)
+    return found or None
+
+
+def scan_advanced(client: Wire) -> bool | None:
+    found = any(
+        e["type"] == "scan_progress" and e["state"] == "running" and e["done"] > 0
+        for e in client.events
+    )
     return found or None
 
 
