@@ -7,6 +7,14 @@ Four drivers on the same workload, interleaved round by round so machine noise h
 * (c) a plain ``lightning.Trainer``,
 * (d) ``lightning.Trainer`` + ``attach_lightning``, server running, one client watching.
 
+And what bounds (b) and (d) from below: ``onthefly.Trainer`` with no session (its loop
+alone), and two floors, (a) and (c) recording inline and with nothing else the values
+OnTheFly records per step (the loss kept on its device, each group's learning rate, one
+fused gradient norm, the per-sample losses; shipped every 32 steps in one copy, see
+``_Measurements``). No recorder of those values costs less than its floor, so
+``floor/plain`` plus the loop's own share is the least any design of (b) could reach on a
+workload, ``lightning floor/lightning`` the least for (d).
+
 Targets: (b)/(a) ≤ 1.10 and (d)/(c) ≤ 1.05, on an MLP 32-64-2 (4096x32 features, batch
 128, Adam) and on a CNN of about 2M parameters, in wall time per step. The training process's
 CPU time per step (all its threads: the session server's included, the client's process not)
@@ -30,6 +38,7 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import onthefly
@@ -40,15 +49,53 @@ WARMUP = 10
 SYNC_NAMES = ("item", "cpu", "tolist", "numpy", "__float__", "__int__", "__bool__")
 
 
+class _Measurements:
+    """The values OnTheFly records per optimizer step, recorded the cheapest way: inline, with
+    no hooks, names, indices or server; every 32 steps one stack and one host copy."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[torch.Tensor, list[float], tuple[torch.Tensor, ...]]] = []
+        self.samples: list[torch.Tensor] = []
+        self.shipped: list[tuple[float, float]] = []
+        self.norms: tuple[torch.Tensor, ...] = ()
+        self.lrs: list[float] = []
+
+    def forward(self, scores: torch.Tensor, targets: torch.Tensor) -> None:
+        """After the forward pass: the per-sample losses of the batch."""
+        self.samples.append(F.cross_entropy(scores.detach(), targets, reduction="none"))
+
+    def before_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Before ``optimizer.step()``: learning rates and one fused gradient norm."""
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+        self.norms = tuple(torch._foreach_norm(grads))
+        self.lrs = [group["lr"] for group in optimizer.param_groups]
+
+    def step_end(self, loss: torch.Tensor) -> None:
+        """After the step: keep the loss; ship every 32 steps."""
+        rows = self.rows
+        rows.append((loss.detach(), self.lrs, self.norms))
+        if len(rows) == 32:
+            losses = torch.stack([row[0] for row in rows]).tolist()
+            parts = torch.stack([n for row in rows for n in row[2]]).view(len(rows), -1)
+            norms = torch.linalg.vector_norm(parts, dim=1).tolist()
+            torch.cat(self.samples).tolist()
+            self.shipped.extend(zip(losses, norms, strict=True))
+            self.rows, self.samples = [], []
+
+
 class _Module(pl.LightningModule):
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: nn.Module, measurements: _Measurements | None = None) -> None:
         super().__init__()
         self.model = model
         self.loss_fn = nn.CrossEntropyLoss()
+        self.measurements = measurements
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, y = batch
-        return self.loss_fn(self.model(x), y)
+        scores = self.model(x)
+        if self.measurements is not None:
+            self.measurements.forward(scores, y)
+        return self.loss_fn(scores, y)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.Adam(self.parameters(), lr=1e-3)
@@ -131,12 +178,26 @@ def _per_step(start: tuple[float, float], end: tuple[float, float], steps: int) 
     return PerStep((end[0] - start[0]) / steps, (end[1] - start[1]) / steps)
 
 
-def _plain(work: Workload) -> PerStep:
+class _Measuring(pl.Callback):
+    """Lightning's floor: the measurements in the two hooks that need them."""
+
+    def __init__(self, measurements: _Measurements) -> None:
+        self.measurements = measurements
+
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        self.measurements.before_step(optimizer)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
+        self.measurements.step_end(outputs["loss"])
+
+
+def _plain(work: Workload, measured: bool = False) -> PerStep:
     torch.manual_seed(0)
     model = work.make_model()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     loader = make_loader(work)
+    measurements = _Measurements() if measured else None
     steps = 0
     start = end = (0.0, 0.0)
     while steps < work.steps:
@@ -144,9 +205,16 @@ def _plain(work: Workload) -> PerStep:
             if steps == WARMUP:
                 start = (time.perf_counter(), time.process_time())
             opt.zero_grad()
-            loss = loss_fn(model(x), y)
+            scores = model(x)
+            loss = loss_fn(scores, y)
+            if measurements is not None:
+                measurements.forward(scores, y)
             loss.backward()
+            if measurements is not None:
+                measurements.before_step(opt)
             opt.step()
+            if measurements is not None:
+                measurements.step_end(loss)
             steps += 1
             end = (time.perf_counter(), time.process_time())
             if steps == work.steps:
@@ -154,34 +222,52 @@ def _plain(work: Workload) -> PerStep:
     return _per_step(start, end, work.steps - WARMUP)
 
 
-def _native(work: Workload) -> PerStep:
+def _native(work: Workload, session: bool = True) -> PerStep:
     torch.manual_seed(0)
     model = work.make_model()
-    clock, watcher = _StepClock(), _Watcher()
-    trainer = onthefly.Trainer(
-        project="bench",
-        run_name="native",
-        max_steps=work.steps,
-        progress_bar=False,
-        callbacks=[clock, watcher],
-        quiet=True,
-    )
-    with _watching_client(watcher):
+    clock = _StepClock()
+    if session:
+        watcher = _Watcher()
+        trainer = onthefly.Trainer(
+            project="bench",
+            run_name="native",
+            max_steps=work.steps,
+            progress_bar=False,
+            callbacks=[clock, watcher],
+            quiet=True,
+        )
+    else:
+        trainer = onthefly.Trainer(
+            project="bench",
+            max_steps=work.steps,
+            progress_bar=False,
+            callbacks=[clock],
+            session=False,
+        )
+
+    def fit() -> None:
         trainer.fit(
             model=model,
             optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
             loss_fn=nn.CrossEntropyLoss(),
             train_loader=make_loader(work),
         )
+
+    if not session:
+        fit()
+        return clock.per_step
+    with _watching_client(watcher):
+        fit()
     return clock.per_step
 
 
-def _lightning(work: Workload, attach: bool) -> PerStep:
+def _lightning(work: Workload, attach: bool, measured: bool = False) -> PerStep:
     torch.manual_seed(0)
-    module = _Module(work.make_model())
+    measurements = _Measurements() if measured else None
+    module = _Module(work.make_model(), measurements)
     clock = _StepClock()
     trainer = pl.Trainer(
-        callbacks=[clock],
+        callbacks=[clock] + ([_Measuring(measurements)] if measurements is not None else []),
         max_steps=work.steps,
         logger=False,
         enable_checkpointing=False,
@@ -206,6 +292,9 @@ DRIVERS: dict[str, Callable[[Workload], PerStep]] = {
     "native": _native,
     "lightning": lambda work: _lightning(work, attach=False),
     "lightning+onthefly": lambda work: _lightning(work, attach=True),
+    "native loop only": lambda work: _native(work, session=False),
+    "plain floor": lambda work: _plain(work, measured=True),
+    "lightning floor": lambda work: _lightning(work, attach=False, measured=True),
 }
 
 
@@ -239,6 +328,13 @@ def test_training_overhead(benchmark: Any, work: Workload) -> None:
             "lightning+onthefly/lightning": wall["lightning+onthefly"] / wall["lightning"],
             "added_us_per_step[native]": (wall["native"] - wall["plain"]) * 1e6,
             "added_us_per_step[lightning]": (wall["lightning+onthefly"] - wall["lightning"]) * 1e6,
+            "floor: plain floor/plain": wall["plain floor"] / wall["plain"],
+            "floor: native loop only/plain": wall["native loop only"] / wall["plain"],
+            "floor: (loop only + floor - plain)/plain": (
+                wall["native loop only"] + wall["plain floor"] - wall["plain"]
+            )
+            / wall["plain"],
+            "floor: lightning floor/lightning": wall["lightning floor"] / wall["lightning"],
         }
         | {f"cpu_ms_per_step[{name}]": value * 1e3 for name, value in cpu.items()}
         | {
