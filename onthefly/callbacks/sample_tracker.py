@@ -32,10 +32,11 @@ from onthefly.callbacks.session import RunSession
 from onthefly.native.step import batch_size
 from onthefly.samples.attribution import Counter, Ids, SamplerTaps, ids_from_batch
 from onthefly.samples.buffer import Chunk, SampleBuffer
-from onthefly.samples.capture import LossSpec, LossTap, SampleValues, Slot, arm, describe_loss
+from onthefly.samples.capture import LossSpec, SampleValues, describe_loss
 from onthefly.samples.history import HistoryWriter
 from onthefly.samples.scan import EmbeddingFn
 from onthefly.samples.selection import Selections
+from onthefly.samples.slot import LossTap, Slot, arm
 from onthefly.samples.store import SampleStore
 
 log = logging.getLogger(__name__)

@@ -49,7 +49,7 @@ from onthefly.dataloaders import loader_like
 from onthefly.errors import ConfigurationError
 from onthefly.forks.stream import ForkStream
 from onthefly.native.trainer import Trainer
-from onthefly.samples import capture
+from onthefly.samples.slot import arm, armed_slot
 from onthefly.sessions.data_position import TrackedLoader
 
 log = logging.getLogger(__name__)
@@ -262,15 +262,15 @@ def fork_optimizer(
 @contextlib.contextmanager
 def parent_untouched() -> Iterator[None]:
     """Fork every RNG, set aside the parent batch's per-sample capture, keep grad mode."""
-    slot = capture.armed_slot()
-    capture.arm(None)
+    slot = armed_slot()
+    arm(None)
     grad = torch.is_grad_enabled()
     try:
         with isolate_rng():
             yield
     finally:
         torch.set_grad_enabled(grad)
-        capture.arm(slot)
+        arm(slot)
 
 
 def train_fork(

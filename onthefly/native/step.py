@@ -19,7 +19,7 @@ import torch
 from onthefly.errors import ConfigurationError
 from onthefly.native.hooks import Hooks
 from onthefly.native.state import StepState
-from onthefly.samples import capture
+from onthefly.samples.slot import observe
 
 INPUT_KEYS = ("x", "input", "inputs")
 TARGET_KEYS = ("y", "target", "targets", "label", "labels")
@@ -105,7 +105,7 @@ class DefaultTrainingStep:
 
     def __call__(self, batch: Any, state: StepState) -> dict[str, Any]:
         loss, preds, target = _loss(batch, state)
-        capture.observe(state.loss_fn, preds, target)  # per-sample losses, when recording
+        observe(state.loss_fn, preds, target)  # per-sample losses, when recording
         optimizer, scaler = state.optimizer, state.scaler
         self._hooks.call("on_before_zero_grad", optimizer)
         optimizer.zero_grad(set_to_none=True)

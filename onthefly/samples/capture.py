@@ -16,19 +16,15 @@ Each sample's loss is what the user's loss would give on a batch holding that sa
   (and is skipped by the store);
 * flattened token batches (``logits[B*T, C]``, ``targets[B*T]``) are folded back to ``B`` samples.
 
-Where the values come from: :class:`LossTap` wraps a loss *module*'s ``forward`` for the
-duration of ``fit`` (both drivers); the native trainer's default step calls :func:`observe`
-for plain loss functions; a step may also return ``per_sample_loss`` itself. All three report
-to the :class:`Slot` armed for the current training batch, which keeps the first value.
+Where the values come from during training: :mod:`onthefly.samples.slot`.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -277,6 +273,10 @@ def _class_index_values(
     return SampleValues(loss, correct, label)
 
 
+DEFERRED_SCORES = 1 << 16
+"""Most score elements per batch kept for a deferred argmax (more: the argmax runs at once)."""
+
+
 def _one_target_values(
     spec: LossSpec,
     preds: torch.Tensor,
@@ -298,107 +298,3 @@ def _one_target_values(
     elif scores:
         predicted = preds
     return SampleValues(loss, None, target, predicted, spec.ignore_index)
-
-
-# ---------------------------------------------------------------------------- the armed slot
-
-
-DEFERRED_SCORES = 1 << 16
-"""Most score elements per batch kept for a deferred argmax (more: the argmax runs at once)."""
-
-
-@dataclass
-class Slot:
-    """Receives the per-sample values of one training batch (the first report wins).
-
-    Attributes:
-        n: the number of samples in the batch.
-        values: what was reported, or ``None``.
-        specs: loss descriptions by ``id`` of the loss function, shared across batches so
-            that each loss function is described once per run.
-    """
-
-    n: int
-    values: SampleValues | None = None
-    specs: dict[int, LossSpec | None] = field(default_factory=dict)
-
-    def report(self, loss_fn: Any, preds: Any, target: Any) -> None:
-        """Compute and keep the batch's values from one loss call (if none were kept yet).
-
-        Only a call on predictions that carry gradients counts: an evaluation run from a
-        command while the batch is in progress (a test, a scan) runs under ``no_grad``.
-        """
-        if self.values is not None or not getattr(preds, "requires_grad", False):
-            return
-        key = id(loss_fn)
-        if key not in self.specs:
-            self.specs[key] = describe_loss(loss_fn)
-        spec = self.specs[key]
-        if spec is None:
-            return
-        # With one class target per sample the (small) scores are kept and the copy to the
-        # host takes one argmax for many batches, instead of one kernel per step.
-        self.values = per_sample(spec, preds, target, self.n, correctness=False, scores=True)
-
-
-_local = threading.local()
-
-
-def armed_slot() -> Slot | None:
-    """The slot of the training batch in progress on this thread, if one is armed."""
-    slot: Slot | None = getattr(_local, "slot", None)
-    return slot
-
-
-def arm(slot: Slot | None) -> None:
-    """Arm ``slot`` on this thread for one training batch; ``None`` disarms."""
-    _local.slot = slot
-
-
-def observe(loss_fn: Any, preds: Any, target: Any) -> None:
-    """Report one loss call to the armed slot; a no-op outside a training batch.
-
-    The native trainer's default step calls it after its ``loss_fn(model(x), y)``; custom
-    code may call it too.
-    """
-    slot = armed_slot()
-    if slot is not None and slot.values is None:
-        slot.report(loss_fn, preds, target)
-
-
-class LossTap:
-    """Wraps a loss module's ``forward`` so its calls report to the armed slot.
-
-    Only the module instance is changed (an instance attribute shadows the class's
-    ``forward``), and :meth:`remove` puts it back.
-
-    Args:
-        module: the user's loss module.
-
-    Example:
-        >>> tap = LossTap(nn.CrossEntropyLoss())
-        >>> tap.remove()
-    """
-
-    def __init__(self, module: nn.Module) -> None:
-        self.module = module
-        self._own = module.__dict__.get("forward")
-        original = self._own if self._own is not None else module.forward
-
-        def forward(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            slot = getattr(_local, "slot", None)  # armed_slot(), inlined: runs at every step
-            if slot is not None and slot.values is None:
-                preds = args[0] if args else kwargs.get("input")
-                target = args[1] if len(args) > 1 else kwargs.get("target")
-                slot.report(module, preds, target)
-            return result
-
-        module.__dict__["forward"] = forward
-
-    def remove(self) -> None:
-        """Restore the module's own ``forward``."""
-        if self._own is None:
-            self.module.__dict__.pop("forward", None)
-        else:
-            self.module.__dict__["forward"] = self._own

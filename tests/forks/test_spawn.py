@@ -22,7 +22,7 @@ from onthefly.forks.spawn import (
     subset_loader,
     training_data,
 )
-from onthefly.samples import capture
+from onthefly.samples.slot import Slot, arm, armed_slot
 from onthefly.sessions.data_position import TrackedLoader
 from tests.loaders import collate, configured_loader, init_worker
 
@@ -181,17 +181,17 @@ def test_an_optimizer_over_foreign_parameters_is_refused() -> None:
 
 
 def test_parent_untouched_restores_every_generator_the_slot_and_grad_mode() -> None:
-    slot = capture.Slot(4)
-    capture.arm(slot)
+    slot = Slot(4)
+    arm(slot)
     states = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
     try:
         with parent_untouched():
-            assert capture.armed_slot() is None
+            assert armed_slot() is None
             torch.set_grad_enabled(False)
             torch.rand(3), np.random.rand(3), random.random()
-        assert torch.is_grad_enabled() and capture.armed_slot() is slot
+        assert torch.is_grad_enabled() and armed_slot() is slot
         assert torch.equal(torch.get_rng_state(), states[0])
         assert np.array_equal(np.random.get_state()[1], states[1])
         assert random.getstate() == states[2]
     finally:
-        capture.arm(None)
+        arm(None)
