@@ -43,14 +43,13 @@ from onthefly.forks.compare import Evaluator, Target
 from onthefly.forks.lineage import Lineage
 from onthefly.forks.registry import ForkRecord, ForkRegistry
 from onthefly.forks.run import LongCommand, Refused, RunParts, check_paused, run_parts
+from onthefly.forks.slice_loader import check_indices, subset_loader
 from onthefly.forks.spawn import (
     Budget,
     ForkOutcome,
-    check_indices,
     fork_optimizer,
     model_copy,
     parent_untouched,
-    subset_loader,
     train_fork,
 )
 from onthefly.forks.stream import ForkStream

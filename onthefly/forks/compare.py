@@ -20,7 +20,7 @@ import numpy as np
 from torch import nn
 from torch.utils.data import DataLoader
 
-from onthefly.forks.spawn import subset_loader
+from onthefly.forks.slice_loader import subset_loader
 from onthefly.samples.capture import LossSpec
 from onthefly.samples.scan import run_scan
 

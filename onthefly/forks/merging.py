@@ -33,7 +33,7 @@ from onthefly.forks import adapters, soup
 from onthefly.forks._models import device_of, to_device
 from onthefly.forks.distill import distill
 from onthefly.forks.fisher import diagonal_fisher, fisher_merge
-from onthefly.forks.spawn import subset_loader
+from onthefly.forks.slice_loader import subset_loader
 from onthefly.native.step import unpack
 from onthefly.samples.capture import LossSpec
 

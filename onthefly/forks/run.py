@@ -25,7 +25,7 @@ from onthefly.callbacks._driver import is_lightning
 from onthefly.callbacks._interrupts import Interrupts
 from onthefly.callbacks.commands import Boundary
 from onthefly.forks.compare import Evaluator, Target
-from onthefly.forks.spawn import training_data
+from onthefly.forks.slice_loader import training_data
 from onthefly.protocol import ErrorCode
 from onthefly.samples.capture import LossSpec, describe_loss
 

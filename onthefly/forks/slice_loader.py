@@ -1,0 +1,121 @@
+"""The data of a fork: a new loader over a slice of the run's training data.
+
+:func:`subset_loader` makes a new ``DataLoader`` over ``Subset(dataset, indices)`` with the
+parent loader's settings (:func:`~onthefly.dataloaders.loader_like`: batch size, collate
+function, workers and their options, pin memory, ``drop_last``; no persistent workers, so
+they end with the fork); shuffled when the parent's sampler shuffles (a ``RandomSampler``,
+or a shuffling ``DistributedSampler``: a fork reads its slice of the whole dataset, never a
+rank's share), with a copy of the parent loader's generator when it has one (else the global
+generator, which the fork draws from inside its own forked RNG). The parent loader is never
+iterated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler, Subset
+
+from onthefly.dataloaders import loader_like
+from onthefly.errors import ConfigurationError
+from onthefly.sessions.data_position import TrackedLoader
+
+
+def plain_loader(loader: Any) -> Any:
+    """The user's loader behind OnTheFly's data-position wrapper."""
+    return loader.loader if isinstance(loader, TrackedLoader) else loader
+
+
+def check_indices(indices: Sequence[int], size: int) -> list[int]:
+    """``indices`` as ints, each a valid index into a dataset of ``size`` samples.
+
+    Raises:
+        ConfigurationError: an empty list, or indices outside ``[0, size)`` (the first few).
+    """
+    values = [int(i) for i in indices]
+    if not values:
+        raise ConfigurationError("the slice is empty; expected at least one sample")
+    bad = [i for i in values if not 0 <= i < size][:5]
+    if bad:
+        raise ConfigurationError(
+            f"indices {bad} are out of range; expected dataset indices in [0, {size})"
+        )
+    return values
+
+
+def training_data(loader: Any) -> DataLoader:
+    """The run's training ``DataLoader`` over a map-style dataset.
+
+    Raises:
+        ConfigurationError: no loader, not a ``DataLoader``, or an iterable dataset (a slice
+            needs indices).
+    """
+    loader = plain_loader(loader)
+    if loader is None:
+        raise ConfigurationError("this run has no training loader to take a slice of")
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
+        raise ConfigurationError(
+            "forks need the training data as a torch DataLoader over a map-style dataset "
+            f"(indexable, with a length); got {type(loader).__name__}"
+        )
+    return loader
+
+
+def subset_loader(
+    loader: DataLoader,
+    indices: Sequence[int],
+    *,
+    batch_size: int | None = None,
+    shuffle: bool | None = None,
+    drop_last: bool | None = None,
+    persistent_workers: bool = False,
+) -> DataLoader:
+    """A new loader over ``Subset(loader.dataset, indices)`` with ``loader``'s settings.
+
+    Args:
+        loader: the parent's loader (never iterated).
+        indices: dataset indices of the samples.
+        batch_size: instead of the parent's.
+        shuffle: instead of the parent's (shuffled when its sampler is a ``RandomSampler``).
+        drop_last: instead of the parent's.
+        persistent_workers: keep the worker processes from one epoch to the next (when the
+            parent's loader has workers).
+
+    Raises:
+        ConfigurationError: ``drop_last`` with fewer samples than one batch.
+    """
+    size = int(
+        batch_size or loader.batch_size or getattr(loader.batch_sampler, "batch_size", None) or 1
+    )
+    drop = loader.drop_last if drop_last is None else drop_last
+    if drop and len(indices) < size:
+        raise ConfigurationError(
+            f"the slice has {len(indices)} samples, fewer than one batch of {size} with "
+            "drop_last=True; expected a smaller batch_size or a larger slice"
+        )
+    return loader_like(
+        loader,
+        dataset=Subset(loader.dataset, list(indices)),
+        batch_size=size,
+        shuffle=_shuffles(loader.sampler) if shuffle is None else shuffle,
+        drop_last=drop,
+        generator=_generator_copy(loader.generator),
+        persistent_workers=persistent_workers and loader.num_workers > 0,
+    )
+
+
+def _shuffles(sampler: Any) -> bool:
+    if isinstance(sampler, DistributedSampler):
+        return bool(sampler.shuffle)
+    return isinstance(sampler, RandomSampler)
+
+
+def _generator_copy(generator: torch.Generator | None) -> torch.Generator | None:
+    # A copy, so that the fork's shuffles never advance the parent loader's generator.
+    if generator is None:
+        return None
+    twin = torch.Generator(device=generator.device)
+    twin.set_state(generator.get_state())
+    return twin
