@@ -6,22 +6,16 @@ every stream event (batches flattened) on a reader thread, and sends commands.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection, connect
-
 from onthefly.server.discovery import SessionFile, list_sessions
-
-TIMEOUT = 60.0
+from tests.ws_recorder import TIMEOUT, Recorder
 
 
 def wait_for_session(home: Path, timeout: float = TIMEOUT) -> SessionFile:
@@ -40,23 +34,19 @@ def session_files(home: Path) -> list[str]:
     return sorted(os.listdir(folder)) if folder.is_dir() else []
 
 
-class LiveClient:
-    """Connects, subscribes with ``since=0`` and records events until closed."""
+class LiveClient(Recorder):
+    """Connects, subscribes with ``since=0`` and records events until closed.
+
+    Attributes:
+        answers: the ``reply``/``error`` frame of each command, by command id.
+        closed: set once the connection ended.
+    """
 
     def __init__(self, session: SessionFile) -> None:
-        self._stack = contextlib.ExitStack()
-        self._ws: ClientConnection = self._stack.enter_context(
-            connect(f"ws://127.0.0.1:{session.port}/?token={session.token}", open_timeout=TIMEOUT)
-        )
-        # Generous: the run may still be starting up in this very process, busy with imports.
-        self.hello = json.loads(self._ws.recv(timeout=TIMEOUT))
-        self.events: list[dict[str, Any]] = []
         self.answers: dict[str, dict[str, Any]] = {}
-        self.closed = threading.Event()
-        self._changed = threading.Condition()
         self._ids = itertools.count(1)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        # Generous: the run may still be starting up in this very process, busy with imports.
+        super().__init__(session, timeout=TIMEOUT)
         self.call("subscribe", since=0)
 
     def send(self, kind: str, **fields: Any) -> str:
@@ -76,18 +66,6 @@ class LiveClient:
         """The first recorded event matching ``predicate``, waiting for it."""
         return self.wait(lambda: next((e for e in self.events if predicate(e)), None), timeout)
 
-    def wait(self, probe: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                found = probe()
-                if found is not None:
-                    return found
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"timed out after {timeout} s; events: {self.kinds()}")
-                self._changed.wait(min(left, 0.2))
-
     def of(self, kind: str, **match: Any) -> list[dict[str, Any]]:
         """Recorded events of type ``kind`` whose fields equal ``match``."""
         with self._changed:
@@ -100,28 +78,12 @@ class LiveClient:
     def kinds(self) -> list[str]:
         return [e["type"] for e in self.events]
 
-    def close(self) -> None:
-        self._stack.close()
-        self._reader.join(timeout=10)
-
-    def _read(self) -> None:
-        try:
-            for frame in self._ws:
-                self._record(json.loads(frame))
-        except ConnectionClosed:
-            pass
-        finally:
-            self.closed.set()
-            with self._changed:
-                self._changed.notify_all()
+    def _progress(self) -> str:
+        return f"events: {self.kinds()}"
 
     def _record(self, message: dict[str, Any]) -> None:
-        with self._changed:
-            kind = message["type"]
-            if kind in ("reply", "error") and message.get("id"):
-                self.answers[message["id"]] = message
-            elif kind == "batch":
-                self.events.extend(message["events"])
-            elif "seq" in message and kind not in ("snapshot",):
-                self.events.append(message)
-            self._changed.notify_all()
+        kind = message["type"]
+        if kind in ("reply", "error") and message.get("id"):
+            self.answers[message["id"]] = message
+        elif kind != "snapshot":  # a subscription's snapshot carries a seq but is no event
+            super()._record(message)

@@ -10,19 +10,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
-
-from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection, connect
 
 from onthefly.server.commands import TokenBucket
 from onthefly.server.discovery import SessionFile
+from tests.ws_recorder import TIMEOUT, Recorder
+from tests.ws_recorder import ws_url as ws_url  # re-exported: the tests build raw URLs
 
-TIMEOUT = 60.0
 _LOG = logging.getLogger("tests.hardening.wire")
 # This test client puts the token in its URL: its handshake must not show in the logs
 # that the security tests search for the token.
@@ -31,11 +27,7 @@ PACE = 150.0
 """Frames per second a paced connection sends (the server allows 200, bursts of 400)."""
 
 
-def ws_url(session: SessionFile) -> str:
-    return f"ws://127.0.0.1:{session.port}/?token={session.token}"
-
-
-class Wire:
+class Wire(Recorder):
     """One connection: ``send`` frames, then ``wait_answers`` for as many answers.
 
     Attributes:
@@ -46,32 +38,20 @@ class Wire:
         close_code: the server's close code once the connection ended.
     """
 
+    # A closed connection answers nothing more: fail at once rather than at the timeout.
+    _stop_when_closed = True
+
     def __init__(self, session: SessionFile, *, paced: bool = True, **options: Any) -> None:
-        # Held open as a context manager: the way websockets keeps a long-lived connection.
-        self._stack = contextlib.ExitStack()
-        self._ws: ClientConnection = self._stack.enter_context(
-            # No keepalive pings: they draw from the global random generator, which
-            # hypothesis requires to stay untouched while it generates frames.
-            connect(
-                ws_url(session),
-                open_timeout=10,
-                max_size=None,
-                logger=_LOG,
-                ping_interval=None,
-                **options,
-            )
-        )
-        self.hello = json.loads(self._ws.recv(timeout=10))
         self.answers: list[dict[str, Any]] = []
-        self.events: list[dict[str, Any]] = []
         self.notices: list[dict[str, Any]] = []
         self.snapshots: list[dict[str, Any]] = []
-        self.close_code: int | None = None
         self.sent = 0
         self._bucket = TokenBucket(rate=PACE, burst=2 * PACE) if paced else None
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, name="wire-reader", daemon=True)
-        self._reader.start()
+        # No keepalive pings: they draw from the global random generator, which
+        # hypothesis requires to stay untouched while it generates frames.
+        super().__init__(
+            session, timeout=10, max_size=None, logger=_LOG, ping_interval=None, **options
+        )
 
     def send(self, wire: str | bytes) -> None:
         while self._bucket is not None and not self._bucket.allow(time.monotonic()):
@@ -94,50 +74,26 @@ class Wire:
         """Wait until ``total`` answers have arrived in all."""
         self.wait(lambda: len(self.answers) >= total or None, timeout)
 
-    def wait(self, probe: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while (found := probe()) is None:
-                left = deadline - time.monotonic()
-                if left <= 0 or self.close_code is not None:
-                    raise AssertionError(
-                        f"gave up waiting (closed: {self.close_code}); "
-                        f"{len(self.answers)} answers to {self.sent} frames"
-                    )
-                self._changed.wait(min(left, 0.2))
-            return found
-
     @property
     def open(self) -> bool:
         return self.close_code is None
 
     def close(self) -> None:
+        # The server may already have dropped a connection that was fed garbage: ending
+        # the test must not fail on it.
         with contextlib.suppress(Exception):
-            self._stack.close()
-        self._reader.join(timeout=10)
+            super().close()
 
-    def _read(self) -> None:
-        try:
-            for frame in self._ws:
-                self._record(json.loads(frame))
-        except ConnectionClosed:
-            pass
-        finally:
-            with self._changed:
-                self.close_code = self._ws.close_code or 1006  # 1006: no close frame
-                self._changed.notify_all()
+    def _progress(self) -> str:
+        return f"{len(self.answers)} answers to {self.sent} frames"
 
     def _record(self, message: dict[str, Any]) -> None:
-        with self._changed:
-            kind = message["type"]
-            if kind in ("reply", "error"):
-                self.answers.append(message)
-            elif kind == "batch":
-                self.events.extend(message["events"])
-            elif kind == "coalesced":
-                self.notices.append(message)
-            elif kind == "snapshot":
-                self.snapshots.append(message)
-            elif "seq" in message:
-                self.events.append(message)
-            self._changed.notify_all()
+        kind = message["type"]
+        if kind in ("reply", "error"):
+            self.answers.append(message)
+        elif kind == "coalesced":
+            self.notices.append(message)
+        elif kind == "snapshot":
+            self.snapshots.append(message)
+        else:
+            super()._record(message)
