@@ -192,15 +192,33 @@ def test_training_is_unchanged_bit_for_bit() -> None:
 # ------------------------------------------------------------------------------ the commands
 
 
+class _EndWhen(pl.Callback):
+    """Ends the run once ``done`` is set: the run trains for as long as the script talks."""
+
+    def __init__(self, done: threading.Event) -> None:
+        self.done = done
+
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        if self.done.is_set():
+            trainer.should_stop = True
+
+
 def run_live(script: Callable[[LiveClient], None], home: Path, embedding_fn: Any = None) -> None:
-    """Train (native) while ``script`` talks to the session from another thread, then stop."""
+    """Train (native) while ``script`` talks to the session from another thread, then stop.
+
+    The run's own limit is out of reach: a short run could end before a client slowed down
+    by a busy machine even connects. It ends with the script's ``stop`` or, should that
+    fail, once the script is done.
+    """
     failures: list[BaseException] = []
+    done = threading.Event()
 
     def talk() -> None:
         try:
             client = LiveClient(wait_for_session(home))
-        except BaseException as exc:  # the run then trains to its end: reported after it
+        except BaseException as exc:  # reported once the run has ended
             failures.append(exc)
+            done.set()
             return
         try:
             # Train a step first: on a busy machine the pause could land before the first batch.
@@ -214,17 +232,19 @@ def run_live(script: Callable[[LiveClient], None], home: Path, embedding_fn: Any
             with contextlib.suppress(ConnectionClosed, OSError):
                 client.call("stop")
             client.close()
+            done.set()
 
     thread = threading.Thread(target=talk, daemon=True)
     thread.start()
     model = zero_linear()
     trainer = onthefly.Trainer(
         project="samples",
-        max_epochs=1000,
+        max_epochs=1_000_000,  # out of reach: the run ends with the script
         progress_bar=False,
         quiet=True,
         port=0,
         embedding_fn=embedding_fn,
+        callbacks=[_EndWhen(done)],
     )
     train = DataLoader(squares(), batch_size=5, shuffle=True)
     val = DataLoader(squares(), batch_size=5)
