@@ -125,6 +125,8 @@ def main() -> None:
         **extra,
     }
     Path(args.out, f"result.{rank}.json").write_text(json.dumps(result))
+    if args.mode == "plain":  # the trainer destroys the group it made when the process exits
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

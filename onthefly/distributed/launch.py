@@ -4,12 +4,14 @@
 sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``): when
 ``WORLD_SIZE`` is over 1 and no default process group exists yet, it initialises one with
 the backend that suits the device (``nccl`` on CUDA, ``gloo`` otherwise) and the timeout of
-``ONTHEFLY_DIST_TIMEOUT``. A group the script initialised itself is used as it is. On CUDA,
-a device given without an index becomes ``cuda:LOCAL_RANK``.
+``ONTHEFLY_DIST_TIMEOUT``, and destroys it when the process exits (as Lightning does). A
+group the script initialised itself is used as it is. On CUDA, a device given without an
+index becomes ``cuda:LOCAL_RANK``.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 
@@ -67,10 +69,19 @@ def join_from_environment(device: torch.device) -> torch.device:
             backend=backend_for(device),
             timeout=datetime.timedelta(seconds=timeout_s()),
         )
+        # Not at the end of fit: the script may go on using the group (another fit, a test).
+        # Left to the interpreter's teardown, gloo's threads can outlive it and abort the
+        # process after the script ended ("terminate called without an active exception").
+        atexit.register(_destroy_group)
         return device
     if dist.is_initialized() and dist.get_world_size() > 1:
         return _rank_device(device)
     return device
+
+
+def _destroy_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _rank_device(device: torch.device) -> torch.device:

@@ -14,12 +14,14 @@ exists, rank 1 adds 1.0 to one weight behind DDP's back (once).
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -83,6 +85,8 @@ def main() -> None:
     parser.add_argument("--resume-from")
     parser.add_argument("--do-test-after", action="store_true")
     args = parser.parse_args()
+    # Registered first, so it runs last: after the trainer's own exit handlers.
+    atexit.register(lambda: print(f"GROUP AT EXIT: {dist.is_initialized()}", flush=True))
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -149,6 +149,7 @@ def test_stop_while_paused_ends_both_ranks_cleanly(story: Story) -> None:
     assert stopped == _data(story, "pause2")["step"]
     for rank in (0, 1):
         assert f"FIT RETURNED {stopped} ON RANK {rank}" in story.ranks.out(rank)
+        assert "GROUP AT EXIT: False" in story.ranks.out(rank)  # the trainer's group destroyed
         assert "Traceback" not in story.ranks.err(rank)
     assert session_files(story.home) == []
 
