@@ -1,10 +1,11 @@
 """Where a training batch's per-sample values are reported: the slot armed for the batch.
 
 :class:`LossTap` wraps a loss *module*'s ``forward`` for the duration of ``fit`` (both
-drivers); the native trainer's default step calls :func:`observe` for plain loss functions;
-a step may also return ``per_sample_loss`` itself. All three report to the :class:`Slot`
-armed for the current training batch on the training thread, which keeps the first value
-(computed by :func:`~onthefly.samples.capture.per_sample`).
+drivers) and the native trainer's default step calls :func:`observe` for plain loss
+functions; both report to the :class:`Slot` armed for the current training batch on the
+training thread, which keeps the first value (computed by
+:func:`~onthefly.samples.capture.per_sample`). A ``per_sample_loss`` that the step returns
+itself wins over the slot's value (the tracker reads it at the batch's end).
 """
 
 from __future__ import annotations
