@@ -6,6 +6,7 @@
  * the lineage graph (fit, zoom, click a node), discard the merge and resume.
  */
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { openBrowser, RESULTS_DIR, shownStep, waitForStepAbove, type Browser } from '../support/browser';
@@ -25,6 +26,8 @@ before(async () => {
 after(async () => {
   await browser?.close();
   await training?.kill();
+  // The run's own output (fork failures are logged there), for when a test here failed.
+  if (training) writeFileSync(join(RESULTS_DIR, 'forks-training.log'), training.output());
 });
 
 const text = (selector: string): Promise<string> => browser.page.textContent(selector).then((t) => t ?? '');
