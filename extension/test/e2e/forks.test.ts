@@ -31,12 +31,19 @@ after(async () => {
 });
 
 const text = (selector: string): Promise<string> => browser.page.textContent(selector).then((t) => t ?? '');
-const waitText = (selector: string, pattern: RegExp, timeout = 30_000): Promise<unknown> =>
-  browser.page.waitForFunction(
-    ([s, source]) => new RegExp(source).test(document.querySelector(s)?.textContent ?? ''),
-    [selector, pattern.source] as const,
-    { timeout },
-  );
+const waitText = async (selector: string, pattern: RegExp, timeout = 30_000): Promise<void> => {
+  try {
+    await browser.page.waitForFunction(
+      ([s, source]) => new RegExp(source).test(document.querySelector(s)?.textContent ?? ''),
+      [selector, pattern.source] as const,
+      { timeout },
+    );
+  } catch (error) {
+    // What the page said instead, and the fork line: the first things to read on a failure.
+    const said = `${selector} reads ${JSON.stringify(await text(selector))}; fork ack: ${JSON.stringify(await text('[data-testid=fork-ack]'))}`;
+    throw new Error(`${selector} did not match ${String(pattern)} within ${timeout} ms: ${said}`, { cause: error });
+  }
+};
 
 test('pause and drag a loss range of the training statistics into a selection', async () => {
   const { page } = browser;
