@@ -31,7 +31,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -225,9 +225,8 @@ def _plain(work: Workload, measured: bool = False) -> PerStep:
 def _native(work: Workload, session: bool = True) -> PerStep:
     torch.manual_seed(0)
     model = work.make_model()
-    clock = _StepClock()
+    clock, watcher = _StepClock(), _Watcher()
     if session:
-        watcher = _Watcher()
         trainer = onthefly.Trainer(
             project="bench",
             run_name="native",
@@ -236,7 +235,7 @@ def _native(work: Workload, session: bool = True) -> PerStep:
             callbacks=[clock, watcher],
             quiet=True,
         )
-    else:
+    else:  # the loop alone
         trainer = onthefly.Trainer(
             project="bench",
             max_steps=work.steps,
@@ -244,20 +243,13 @@ def _native(work: Workload, session: bool = True) -> PerStep:
             callbacks=[clock],
             session=False,
         )
-
-    def fit() -> None:
+    with _watching_client(watcher) if session else nullcontext():
         trainer.fit(
             model=model,
             optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
             loss_fn=nn.CrossEntropyLoss(),
             train_loader=make_loader(work),
         )
-
-    if not session:
-        fit()
-        return clock.per_step
-    with _watching_client(watcher):
-        fit()
     return clock.per_step
 
 

@@ -75,6 +75,12 @@ class Recorder:
                 self._changed.wait(min(left, 0.2))
             return found
 
+    def wait_event(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = TIMEOUT
+    ) -> dict[str, Any]:
+        """The first recorded event matching ``predicate``, waiting for it."""
+        return self.wait(lambda: next((e for e in self.events if predicate(e)), None), timeout)
+
     def close(self) -> None:
         try:
             self._stack.close()

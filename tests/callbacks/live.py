@@ -10,7 +10,6 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,12 +58,6 @@ class LiveClient(Recorder):
         """Send a command and wait for its reply or error frame."""
         command_id = self.send(kind, **fields)
         return self.wait(lambda: self.answers.get(command_id), timeout)
-
-    def wait_event(
-        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = TIMEOUT
-    ) -> dict[str, Any]:
-        """The first recorded event matching ``predicate``, waiting for it."""
-        return self.wait(lambda: next((e for e in self.events if predicate(e)), None), timeout)
 
     def of(self, kind: str, **match: Any) -> list[dict[str, Any]]:
         """Recorded events of type ``kind`` whose fields equal ``match``."""

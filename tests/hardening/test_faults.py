@@ -167,17 +167,19 @@ def test_ctrl_c_exits_cleanly(onthefly_home: Path, tmp_path: Path, moment: str) 
             assert client.call("pause")["type"] == "reply"
         elif moment == "testing":
             client.send(json.dumps({"type": "test", "id": "t"}))
-            client.wait(lambda: client_saw(client, "status", state="testing"))
+            client.wait_event(lambda e: e["type"] == "status" and e.get("state") == "testing")
         elif moment == "scanning":
             client.send(json.dumps({"type": "scan", "id": "s"}))
             # Once batches arrive: a Ctrl+C while torch starts worker processes is torch's.
-            client.wait(lambda: scan_advanced(client))
+            client.wait_event(
+                lambda e: e["type"] == "scan_progress" and e["state"] == "running" and e["done"] > 0
+            )
         else:  # a long fork training beside the paused run, with loader workers of its own
             assert client.call("pause")["type"] == "reply"
             fork = {"type": "fork", "id": "f", "indices": list(range(32)), "steps": 1_000_000}
             client.send(json.dumps(fork))
             # Once its workers run: a Ctrl+C while torch starts worker processes is torch's.
-            client.wait(lambda: fork_stepped(client, 3))
+            client.wait_event(lambda e: e["type"] == "fork_progress" and e["step"] >= 3)
         assert run.workdirs()  # the session's folder exists while it runs
         children = run.descendants()
         assert len(children) >= int(workers)  # DataLoader workers (a scan or fork: its own)
@@ -193,23 +195,3 @@ def test_ctrl_c_exits_cleanly(onthefly_home: Path, tmp_path: Path, moment: str) 
     assert psutil.wait_procs(children, timeout=30)[1] == []  # no orphan process
     assert run.workdirs() == []
     assert session_files(onthefly_home) == []
-
-
-def fork_stepped(client: Wire, steps: int) -> bool | None:
-    found = any(e["type"] == "fork_progress" and e["step"] >= steps for e in client.events)
-    return found or None
-
-
-def scan_advanced(client: Wire) -> bool | None:
-    found = any(
-        e["type"] == "scan_progress" and e["state"] == "running" and e["done"] > 0
-        for e in client.events
-    )
-    return found or None
-
-
-def client_saw(client: Wire, kind: str, **fields: object) -> bool | None:
-    found = any(
-        e["type"] == kind and all(e.get(k) == v for k, v in fields.items()) for e in client.events
-    )
-    return found or None
