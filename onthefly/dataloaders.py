@@ -1,4 +1,5 @@
-"""New ``DataLoader`` s that load the way the user's loader does: :func:`loader_like`."""
+"""``DataLoader`` helpers: new loaders that load the way the user's loader does
+(:func:`loader_like`), and stopping an iterator's worker processes (:func:`release_workers`)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data.dataloader import _MultiProcessingDataLoaderIter
 
 
 def loader_like(
@@ -81,3 +83,24 @@ def loader_like(
         generator=generator,
         **options,
     )
+
+
+def release_workers(iterator: Any, loader: Any = None) -> None:
+    """Stop the worker processes behind a ``DataLoader`` iterator now, as Lightning does at
+    the end of fit; anything else is left alone.
+
+    An iterator kept past its epoch (stopped mid-epoch, or never asked for the batch after
+    the last) keeps its workers alive. Once it sits in a reference cycle only the garbage
+    collector frees it, and that collection then waits for each worker to time out (about
+    5 s each, measured with torch 2.13), on whichever thread it happens to run.
+
+    Args:
+        iterator: an iterator of a ``DataLoader`` (any other object is ignored).
+        loader: its ``DataLoader``; its cached persistent-workers iterator is stopped and
+            dropped too, so that its next pass starts new workers.
+    """
+    for candidate in (iterator, getattr(loader, "_iterator", None)):
+        if isinstance(candidate, _MultiProcessingDataLoaderIter):
+            candidate._shutdown_workers()
+    if isinstance(loader, DataLoader):
+        loader._iterator = None

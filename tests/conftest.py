@@ -1,7 +1,9 @@
-"""Shared fixtures: small models run on one CPU thread; every session lives in a tmp home."""
+"""Shared fixtures: small models run on one CPU thread; every session lives in a tmp home;
+no test leaves worker processes behind."""
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,3 +28,12 @@ def _one_thread() -> None:
     except ImportError:  # the CLI tests run without torch imported
         return
     torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_workers() -> Iterator[None]:
+    """DataLoader workers left alive by a run stall a later garbage collection for seconds
+    per worker, on whatever thread it runs (a server thread of another test included)."""
+    yield
+    left = multiprocessing.active_children()
+    assert not left, f"worker processes still alive after the test: {left}"

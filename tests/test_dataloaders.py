@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import multiprocessing
+
 import torch
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler, Subset, TensorDataset
 
-from onthefly.dataloaders import loader_like
+from onthefly.dataloaders import loader_like, release_workers
 from tests.loaders import collate, configured_loader, init_worker
 
 
@@ -67,3 +69,24 @@ def test_workers_only_options_are_dropped_without_workers() -> None:
     assert loader.worker_init_fn is None and loader.multiprocessing_context is None
     assert not loader.persistent_workers
     assert _batches(loader) == [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+
+
+def test_release_workers_stops_an_iterator_s_workers_now() -> None:
+    loader = DataLoader(_data(40), batch_size=4, num_workers=2)
+    batches = iter(loader)
+    next(batches)
+    assert len(multiprocessing.active_children()) == 2
+    release_workers(batches, loader)
+    assert multiprocessing.active_children() == []
+    release_workers(batches, loader)  # again: nothing left to stop
+    release_workers(iter(range(3)), [1, 2])  # not a DataLoader's: ignored
+
+
+def test_release_workers_drops_a_persistent_iterator_so_the_next_pass_works() -> None:
+    loader = DataLoader(_data(8), batch_size=4, num_workers=2, persistent_workers=True)
+    batches = iter(loader)
+    next(batches)
+    release_workers(batches, loader)
+    assert multiprocessing.active_children() == [] and loader._iterator is None
+    assert _batches(loader) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    release_workers(loader._iterator, loader)

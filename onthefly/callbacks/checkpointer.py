@@ -143,6 +143,13 @@ class Checkpointer(Callback):
         if self._native:  # fetches up to here need no RNG state (see data_position)
             loaders.mark_trained(trainer, self._trained)
 
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if stage == "fit":
+            loaders.release(trainer)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        loaders.release(trainer)  # Lightning calls no teardown hook after an exception
+
     # ------------------------------------------------------------------ public API
 
     def export(self, trainer: Any, path: str | os.PathLike[str]) -> dict[str, Any]:

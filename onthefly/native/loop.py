@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 
+from onthefly.dataloaders import release_workers
 from onthefly.distributed.sharding import set_sampler_epoch
 from onthefly.native.device import to_device
 from onthefly.native.step import checked_output
@@ -110,7 +111,11 @@ class FitLoop:
                 self._run_batch(batch, batch_idx)
                 batch_idx += 1
         except BaseException:
-            _release_workers(batches)
+            # An epoch cut short by an exception (Ctrl+C included) leaves its iterator alive
+            # in the traceback, workers and all: stop them now, as Lightning does, so that a
+            # worker dying meanwhile cannot make torch's SIGCHLD handler raise in the cleanup.
+            # (``inner`` and ``loader``: the user's, when onthefly.sessions wraps them.)
+            release_workers(getattr(batches, "inner", batches), getattr(loader, "loader", loader))
             raise
         return batch_idx == total
 
@@ -138,12 +143,3 @@ class FitLoop:
         hooks.call("on_train_batch_end", outputs, batch, batch_idx)
         if trainer._progress.enabled:
             trainer._progress.advance(trainer.global_step, outputs["loss"])
-
-
-def _release_workers(batches: Any) -> None:
-    # An epoch cut short by an exception (Ctrl+C included) leaves its iterator alive in the
-    # traceback, worker processes and all: shut them down now, as Lightning does, so a worker
-    # that dies meanwhile cannot make torch's SIGCHLD handler raise during the cleanup.
-    shutdown = getattr(getattr(batches, "inner", batches), "_shutdown_workers", None)
-    if callable(shutdown):
-        shutdown()

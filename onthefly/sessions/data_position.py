@@ -33,6 +33,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
+from onthefly.dataloaders import release_workers
 from onthefly.samples import attribution
 from onthefly.sessions import rng
 from onthefly.sessions.rng import RngState
@@ -193,6 +194,12 @@ class TrackedLoader:
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         pass
+
+    def release(self) -> None:
+        """Stop the workers of the current epoch's iterator, persistent ones included (at
+        the end of fit); its position stays readable for an export."""
+        if self.iterator is not None:
+            release_workers(self.iterator.inner, self.loader)
 
     def arm(self, resume: Resume) -> None:
         """Make the next ``iter()`` resume at ``resume``'s position."""

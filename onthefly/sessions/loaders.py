@@ -89,6 +89,22 @@ def resume(trainer: Any, saved: list[DataPosition], rng_after: RngState) -> None
         iter(trainer.fit_loop._data_fetcher)
 
 
+def release(trainer: Any) -> None:
+    """Stop the training loaders' worker processes (at the end of fit).
+
+    The wrappers keep the last epoch's iterator for its position, so without this its
+    workers would live on with the trainer until a garbage collection, which then stalls.
+    """
+    if is_lightning(trainer):
+        combined = trainer.fit_loop._combined_loader
+        candidates = [] if combined is None else list(combined.flattened)
+    else:
+        candidates = [trainer.train_loader]
+    for loader in candidates:
+        if isinstance(loader, TrackedLoader):
+            loader.release()
+
+
 def _loaders(trainer: Any) -> list[TrackedLoader]:
     if not is_lightning(trainer):
         loader = TrackedLoader.wrap(trainer.train_loader)
