@@ -35,11 +35,7 @@ def split_loader(trainer: Any, inputs: Any, split: str) -> Iterable[Any] | None:
     tracking is returned unwrapped (iterating the wrapper would move the run's position, and
     a scan would not see its dataset indices).
     """
-    return _unwrapped(_split_loader(trainer, inputs, split))
-
-
-def _unwrapped(loader: Any) -> Any:
-    return loader.loader if isinstance(loader, TrackedLoader) else loader
+    return TrackedLoader.unwrap(_split_loader(trainer, inputs, split))
 
 
 def _split_loader(trainer: Any, inputs: Any, split: str) -> Iterable[Any] | None:

@@ -23,11 +23,6 @@ from onthefly.errors import ConfigurationError
 from onthefly.sessions.data_position import TrackedLoader
 
 
-def plain_loader(loader: Any) -> Any:
-    """The user's loader behind OnTheFly's data-position wrapper."""
-    return loader.loader if isinstance(loader, TrackedLoader) else loader
-
-
 def check_indices(indices: Sequence[int], size: int) -> list[int]:
     """``indices`` as ints, each a valid index into a dataset of ``size`` samples.
 
@@ -52,7 +47,7 @@ def training_data(loader: Any) -> DataLoader:
         ConfigurationError: no loader, not a ``DataLoader``, or an iterable dataset (a slice
             needs indices).
     """
-    loader = plain_loader(loader)
+    loader = TrackedLoader.unwrap(loader)
     if loader is None:
         raise ConfigurationError("this run has no training loader to take a slice of")
     if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):

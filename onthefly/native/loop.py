@@ -26,6 +26,7 @@ from onthefly.dataloaders import release_workers
 from onthefly.distributed.sharding import set_sampler_epoch
 from onthefly.native.device import to_device
 from onthefly.native.step import checked_output
+from onthefly.sessions.data_position import TrackedLoader
 
 if TYPE_CHECKING:
     from onthefly.native.trainer import Trainer
@@ -114,8 +115,8 @@ class FitLoop:
             # An epoch cut short by an exception (Ctrl+C included) leaves its iterator alive
             # in the traceback, workers and all: stop them now, as Lightning does, so that a
             # worker dying meanwhile cannot make torch's SIGCHLD handler raise in the cleanup.
-            # (``inner`` and ``loader``: the user's, when onthefly.sessions wraps them.)
-            release_workers(getattr(batches, "inner", batches), getattr(loader, "loader", loader))
+            # (``inner``: the user's iterator, when onthefly.sessions tracks the epoch.)
+            release_workers(getattr(batches, "inner", batches), TrackedLoader.unwrap(loader))
             raise
         return batch_idx == total
 

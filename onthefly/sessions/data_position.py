@@ -168,6 +168,11 @@ class TrackedLoader:
         """``loader`` itself when already wrapped, else a new wrapper."""
         return loader if isinstance(loader, TrackedLoader) else cls(loader)
 
+    @staticmethod
+    def unwrap(loader: Any) -> Any:
+        """The user's loader behind a wrapper; any other loader as it is."""
+        return loader.loader if isinstance(loader, TrackedLoader) else loader
+
     def __iter__(self) -> TrackedIterator:
         resume, self._resume = self._resume, None
         if resume is not None:

@@ -95,23 +95,24 @@ def release(trainer: Any) -> None:
     The wrappers keep the last epoch's iterator for its position, so without this its
     workers would live on with the trainer until a garbage collection, which then stalls.
     """
-    if is_lightning(trainer):
-        combined = trainer.fit_loop._combined_loader
-        candidates = [] if combined is None else list(combined.flattened)
-    else:
-        candidates = [trainer.train_loader]
-    for loader in candidates:
-        if isinstance(loader, TrackedLoader):
-            loader.release()
+    for loader in _tracked(trainer):
+        loader.release()
 
 
 def _loaders(trainer: Any) -> list[TrackedLoader]:
     if not is_lightning(trainer):
-        loader = TrackedLoader.wrap(trainer.train_loader)
-        trainer.train_loader = loader
-        return [loader]
-    combined = trainer.fit_loop._combined_loader
-    return [loader for loader in combined.flattened if isinstance(loader, TrackedLoader)]
+        trainer.train_loader = TrackedLoader.wrap(trainer.train_loader)
+    return _tracked(trainer)
+
+
+def _tracked(trainer: Any) -> list[TrackedLoader]:
+    """The training loaders wrapped so far."""
+    if is_lightning(trainer):
+        combined = trainer.fit_loop._combined_loader
+        candidates = [] if combined is None else combined.flattened
+    else:
+        candidates = [trainer.train_loader]
+    return [loader for loader in candidates if isinstance(loader, TrackedLoader)]
 
 
 def _iterators(trainer: Any) -> list[Any]:
