@@ -18,7 +18,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ from onthefly.errors import CommandError, SessionGone, SessionNotFound
 from onthefly.sessions.archive import SessionArchive
 from tests.callbacks.live import session_files, wait_for_session
 from tests.hardening.process import Run, training
-from tests.hardening.training import fit
+from tests.hardening.thread_run import live_run
 from tests.hardening.wire import Wire
 
 
@@ -115,43 +114,37 @@ def full_disk(folder: Path) -> Iterator[Path]:
 def test_a_full_disk_fails_the_export_clearly_and_the_run_goes_on(
     onthefly_home: Path, tmp_path: Path
 ) -> None:
-    with full_disk(tmp_path / "disk") as disk:
-        run = threading.Thread(
-            target=fit, args=(tmp_path,), kwargs={"step_sleep": 0.005}, name="training"
-        )
-        run.start()
-        try:
-            client = onthefly.connect(wait_for_session(onthefly_home).run, home=onthefly_home)
-            first = client.export(disk / "run.otf")
-            filler = disk / "filler"
-            with filler.open("wb") as out, contextlib.suppress(OSError):
-                while True:
-                    out.write(b"\0" * 65536)
-            with pytest.raises(CommandError) as refused:
-                client.export(disk / "run.otf")
-            assert refused.value.code == "file_error"
-            assert "No space left on device" in str(refused.value)
-            assert "untouched and the run goes on" in str(refused.value)
-            with SessionArchive(disk / "run.otf") as earlier:  # the earlier export is intact
-                assert earlier.manifest.step == first["step"]
-            client.select(top=5, name="hard")
-            with pytest.raises(CommandError) as selection:
-                client.export_selection("hard", str(disk), format="csv")
-            assert selection.value.code == "file_error"
-            assert "No space left on device" in str(selection.value)
-            assert sorted(p.name for p in disk.iterdir()) == ["filler", "run.otf"]
-            step = client.status()["step"]
-            deadline = time.monotonic() + 30
-            while client.status()["step"] < step + 10:  # it trains on
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            filler.unlink()
-            assert client.export(disk / "run.otf")["step"] > first["step"]
-            client.stop()
-            client.close()
-        finally:
-            run.join(timeout=60)
-        assert not run.is_alive()
+    with (
+        full_disk(tmp_path / "disk") as disk,
+        live_run(onthefly_home, tmp_path) as session,
+        onthefly.connect(session.run, home=onthefly_home) as client,
+    ):
+        first = client.export(disk / "run.otf")
+        filler = disk / "filler"
+        # Unbuffered: closing a buffered file would flush its rest and fail on the full disk.
+        with filler.open("wb", buffering=0) as out, contextlib.suppress(OSError):
+            while True:
+                out.write(b"\0" * 65536)
+        with pytest.raises(CommandError) as refused:
+            client.export(disk / "run.otf")
+        assert refused.value.code == "file_error"
+        assert "No space left on device" in str(refused.value)
+        assert "untouched and the run goes on" in str(refused.value)
+        with SessionArchive(disk / "run.otf") as earlier:  # the earlier export is intact
+            assert earlier.manifest.step == first["step"]
+        client.select(top=5, name="hard")
+        with pytest.raises(CommandError) as selection:
+            client.export_selection("hard", str(disk), format="csv")
+        assert selection.value.code == "file_error"
+        assert "No space left on device" in str(selection.value)
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "run.otf"]
+        step = client.status()["step"]
+        deadline = time.monotonic() + 30
+        while client.status()["step"] < step + 10:  # it trains on
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        filler.unlink()
+        assert client.export(disk / "run.otf")["step"] > first["step"]
 
 
 @pytest.mark.parametrize("moment", ["paused", "testing", "scanning", "forking"])

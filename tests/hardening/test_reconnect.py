@@ -23,9 +23,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from onthefly.server.discovery import SessionFile
-from tests.callbacks.live import wait_for_session
 from tests.hardening.figures import record
-from tests.hardening.training import fit
+from tests.hardening.thread_run import live_run
 from tests.hardening.wire import Wire, ws_url
 
 RECONNECTS = 100
@@ -77,12 +76,7 @@ def _left(deadline: float | None) -> float:
 
 
 def test_a_hundred_reconnects_miss_and_repeat_nothing(onthefly_home: Path, tmp_path: Path) -> None:
-    run = threading.Thread(
-        target=fit, args=(tmp_path,), kwargs={"step_sleep": 0.002}, name="training"
-    )
-    run.start()
-    try:
-        session = wait_for_session(onthefly_home)
+    with live_run(onthefly_home, tmp_path, step_sleep=0.002) as session:
         steady = Wire(session)
         assert steady.call("subscribe", since=0)["data"]["mode"] == "replay"
         resuming = Resuming(session)
@@ -96,9 +90,6 @@ def test_a_hundred_reconnects_miss_and_repeat_nothing(onthefly_home: Path, tmp_p
         assert control.call("stop")["type"] == "reply"
         last_visit.join(timeout=60)
         steady.wait(lambda: any(e.get("state") == "finished" for e in steady.events))
-    finally:
-        run.join(timeout=60)
-    assert not run.is_alive()
     expected = list(range(1, steady.events[-1]["seq"] + 1))
     assert [e["seq"] for e in steady.events] == expected
     assert resuming.seqs == expected

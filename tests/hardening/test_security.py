@@ -22,9 +22,6 @@ import logging
 import os
 import socket
 import stat
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,28 +32,12 @@ import torch
 import onthefly
 from onthefly.errors import ConfigurationError, SessionFileError
 from onthefly.server import SessionServer
-from onthefly.server.discovery import SessionFile, sessions_dir
+from onthefly.server.discovery import sessions_dir
 from onthefly.sessions.manifest import DATA, MODEL, RNG, TRAINER
-from tests.callbacks.live import wait_for_session
-from tests.hardening.training import Net, fit
+from tests.hardening.thread_run import live_run
+from tests.hardening.training import Net
 from tests.hardening.wire import Wire
 from tests.sessions.test_archive import _Marker, manifest_bytes, zip_with
-
-
-@contextmanager
-def live_run(home: Path, folder: Path) -> Iterator[SessionFile]:
-    """A native run on a thread of this process; stopped on the way out."""
-    run = threading.Thread(target=fit, args=(folder,), kwargs={"step_sleep": 0.005})
-    run.start()
-    try:
-        session = wait_for_session(home)
-        yield session
-        control = Wire(session)
-        assert control.call("stop")["type"] == "reply"
-        control.close()
-    finally:
-        run.join(timeout=60)
-    assert not run.is_alive()
 
 
 def handshake(port: int, path: str, **headers: str) -> int:
