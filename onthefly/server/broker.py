@@ -322,6 +322,7 @@ class Broker:
             "step": target.step,
             "epoch": target.epoch,
             "latest": target.latest,
+            "alerts": target.alerts,
         }
 
     def _hand_over(self, client: Client, command: Command, run: str) -> None:
