@@ -7,7 +7,7 @@ of them touches a tensor, so none adds a host sync.
 
 * :class:`NonFinite`: a value is NaN or infinite (raised), then finite again (cleared).
 * :class:`LossSpikes`: a loss far above the recent ones: above both ``factor`` times their
-  median and the median plus ``sigmas`` robust standard deviations (1.4826 × the median
+  median and the median plus ``sigmas`` robust standard deviations (1.4826 times the median
   absolute deviation). Cleared after ``quiet_steps`` steps without another.
 * :class:`Stalls`: no step for ``factor`` times the usual step time, and at least
   ``min_seconds``, while the run is meant to be training. Cleared by the next step.

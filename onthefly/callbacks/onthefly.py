@@ -2,9 +2,9 @@
 
 It bundles the parts (:class:`Checkpointer`, :class:`Telemetry`, :class:`Watchdog`,
 :class:`TestLauncher`, :class:`HealthMonitor`, :class:`HparamEditor`, :class:`ForkSpawner`,
-:class:`PauseGate`) around one shared :class:`RunSession`, opens the session when ``fit`` is set up (global rank 0
-only) and closes it when ``fit`` ends, fails or is interrupted, so the discovery file never
-outlives the run. Every other Lightning hook goes to the parts, in order.
+:class:`PauseGate`) around one shared :class:`RunSession`, opens the session when ``fit`` is
+set up (global rank 0 only) and closes it when ``fit`` ends, fails or is interrupted, so the
+discovery file never outlives the run. Every other Lightning hook goes to the parts, in order.
 """
 
 from __future__ import annotations
@@ -74,6 +74,9 @@ class OnTheFly(Callback):
         embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding for
             clustering and the data explorer (see docs/per-sample.md).
         track_samples: record per-sample losses and answer the per-sample commands.
+        describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
+            dashboard shows of a sample, e.g. the decoded text of token ids; ``None`` shows a
+            thumbnail of an image-like input, else a summary of the tensor (docs/per-sample.md).
         stall_seconds: the shortest time without a training step that raises a ``stalled``
             alert (it must also be 10 times the usual step time); ``None`` reads
             ``ONTHEFLY_STALL_SECONDS``, else 30.
@@ -114,6 +117,7 @@ class OnTheFly(Callback):
         loss_fn: Any = None,
         embedding_fn: Callable[[Any, Any], Any] | None = None,
         track_samples: bool = True,
+        describe_sample: Callable[..., Any] | None = None,
         stall_seconds: float | None = None,
     ) -> None:
         # The arguments as given (nothing else is bound yet), to rebuild it in another process.
@@ -134,7 +138,7 @@ class OnTheFly(Callback):
             do_test_after=do_test_after,
         )
         self.sample_tracker = (
-            SampleTracker(self.session, lambda: self.inputs, embedding_fn)
+            SampleTracker(self.session, lambda: self.inputs, embedding_fn, describe_sample)
             if track_samples
             else None
         )

@@ -1,10 +1,11 @@
 """Telemetry: what a run reports while it trains.
 
 As training starts: the run's configuration (``config``: optimizer, its hyperparameters,
-batch size, limits, model size, the module's hyperparameters). Per optimizer step: the loss, each param group's learning rate (``lr``, ``lr/group1``, …;
-``lr/opt1`` for a second optimizer), the gradient norm (``grad_norm``) and every value the
-user logs. Per evaluation: the validation and test results. Plus epoch boundaries, runtime
-stats (a background thread, about once a second) and the run's log records and warnings.
+batch size, limits, model size, the module's hyperparameters). Per optimizer step: the loss,
+each param group's learning rate (``lr``, ``lr/group1``, …; ``lr/opt1`` for a second
+optimizer), the gradient norm (``grad_norm``) and every value the user logs. Per evaluation:
+the validation and test results. Plus epoch boundaries, runtime stats (a background thread,
+about once a second) and the run's log records and warnings.
 
 No host sync is added per step: step values stay device tensors in a
 :class:`~onthefly.callbacks._step_buffer.StepBuffer` that ships them in batches, and the

@@ -194,7 +194,11 @@ def test_a_loader_that_raises_ends_the_run_with_an_alert(onthefly_home: Path, wo
         native_run(onthefly_home, nn.Linear(8, 2), data, connect, max_steps=20)
     client = connect.finished()
     (crash,) = client.of("alert")
-    assert (crash["kind"], crash["state"], crash["severity"]) == ("loader_crashed", "raised", "error")
+    assert (crash["kind"], crash["state"], crash["severity"]) == (
+        "loader_crashed",
+        "raised",
+        "error",
+    )
     assert crash["step"] == 2
     assert crash["details"]["exception"] == "OSError"
     assert "data loader failed" in crash["message"]
