@@ -510,6 +510,9 @@ class Subscribe(CommandBase):
     type: Literal["subscribe"] = "subscribe"
     since: int | None = Field(default=None, ge=0)
     max_points: int | None = Field(default=None, ge=2, le=1_000_000)
+    relay: bool = False
+    """The subscriber keeps the run's history for others (the ``onthefly dashboard`` hub): it
+    does not count as someone watching, so it never keeps a run open at its end."""
 
 
 class Unsubscribe(CommandBase):

@@ -532,6 +532,7 @@ export interface Coalesced {
 export interface Subscribe {
   id: string;
   max_points?: number | null;
+  relay?: boolean;
   run?: string | null;
   since?: number | null;
   type: 'subscribe';

@@ -263,8 +263,9 @@ class SessionServer:
         self._broker.preload(saved)
 
     def has_clients(self) -> bool:
-        """Whether at least one dashboard or client is connected."""
-        return self._broker.clients > 0
+        """Whether at least one dashboard or client watches (a relay such as the hub does not
+        count: it would keep every run open at its end)."""
+        return self._broker.watchers > 0
 
     # ----------------------------------------------------------------------------- internals
 

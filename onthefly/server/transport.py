@@ -79,7 +79,8 @@ class Transport:
     """Serves a broker's clients over websockets, plus the dashboard's static files.
 
     Args:
-        broker: the protocol logic.
+        broker: the protocol logic (``None`` where a subclass picks one per connection, see
+            :meth:`_broker_for`).
         token: the secret every websocket must present.
         dashboard_dir: the built dashboard bundle (``None``: a page says it is not built).
         on_connect: called with the client count after each new websocket.
@@ -91,7 +92,7 @@ class Transport:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: Broker | None,
         *,
         token: str,
         dashboard_dir: Path | None,
@@ -170,6 +171,10 @@ class Transport:
     def _live_ports(self) -> set[int]:
         return {session.port for session in list_sessions(self._home)}
 
+    def _broker_for(self, connection: ServerConnection) -> Broker | None:
+        """The broker serving an accepted websocket (the hub has one per session)."""
+        return self._broker
+
     # ----------------------------------------------------------------------------- connection
 
     def _handle(self, connection: ServerConnection) -> None:
@@ -180,7 +185,11 @@ class Transport:
         # is coalesced and the client told; the default grows to megabytes, minutes of
         # events that a slow reader would drain long after the fact, never told it lags.
         connection.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
-        client = self._broker.connect()
+        broker = self._broker_for(connection)
+        if broker is None:  # its session went away between the handshake and now
+            connection.close(1001, "session gone")
+            return
+        client = broker.connect()
         with self._lock:
             self._connections[client] = connection
         sender = threading.Thread(
@@ -191,14 +200,14 @@ class Transport:
         )
         sender.start()
         if self._on_connect is not None:
-            self._on_connect(self._broker.clients)
+            self._on_connect(broker.clients)
         try:
             for frame in connection:
-                self._broker.receive(client, frame, time.monotonic())
+                broker.receive(client, frame, time.monotonic())
         except ConnectionClosed:
             pass
         finally:
-            self._broker.disconnect(client)
+            broker.disconnect(client)
             with self._lock:
                 self._connections.pop(client, None)
             sender.join(self._stall_timeout)
