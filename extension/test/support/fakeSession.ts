@@ -140,7 +140,7 @@ export function metricsEvent(seq: number, step: number, value: number, run = 'r'
 }
 
 export function runInfo(run = 'r', state = 'running'): Record<string, unknown> {
-  return { run, project: 'p', name: run, parent: null, state, step: 0, epoch: 0, started_at: 1, latest: {} };
+  return { run, project: 'p', name: run, parent: null, state, step: 0, epoch: 0, started_at: 1, latest: {}, alerts: [], config: {} };
 }
 
 /** Poll `condition` every 10 ms until it holds (fails the test after `ms`). */
