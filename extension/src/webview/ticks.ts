@@ -70,7 +70,9 @@ export function countTicks(max: number, count: number): number[] {
   if (!(max > 0)) return [0];
   const raw = max / Math.max(1, count);
   const power = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw) ?? 10 * power;
+  // The round step whose number of intervals comes closest to `count`.
+  const candidates = [1, 2, 5, 10].map((m) => m * power);
+  const step = candidates.reduce((best, s) => (Math.abs(max / s - count) < Math.abs(max / best - count) ? s : best));
   const whole = Math.max(1, Math.round(step));
   const ticks: number[] = [];
   for (let v = 0; v <= max + 1e-9; v += whole) ticks.push(v);
