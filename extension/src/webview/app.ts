@@ -52,6 +52,7 @@ const DEFAULT_UI: UiState = {
   smoothing: { kind: 'none' },
   hidden: [],
   logCharts: [],
+  chartFilter: '',
   logs: { levels: ['INFO', 'WARNING', 'ERROR', 'CRITICAL'], text: '' },
   tab: 'charts',
   compared: [],
@@ -60,7 +61,7 @@ const DEFAULT_UI: UiState = {
   runs: { sort: 'started', descending: true, filter: '' },
 };
 const CHART_INTERVAL_MS = 200;
-const CHART_KEYS = new Set(['selected', 'axis', 'smoothing', 'hidden', 'logCharts', 'compared', 'colors', 'tab']);
+const CHART_KEYS = new Set(['selected', 'axis', 'smoothing', 'hidden', 'logCharts', 'chartFilter', 'compared', 'colors', 'tab']);
 const MAX_DISMISSED = 200;
 
 const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
@@ -74,6 +75,7 @@ export function restoreUi(saved: unknown): UiState {
   ui.compared = strings(ui.compared);
   ui.dismissed = strings(ui.dismissed);
   if (!isTab(ui.tab)) ui.tab = 'charts';
+  if (typeof ui.chartFilter !== 'string') ui.chartFilter = '';
   if (typeof ui.colors !== 'object' || ui.colors === null || Array.isArray(ui.colors)) ui.colors = {};
   if (!ui.logs || !Array.isArray(ui.logs.levels)) ui.logs = structuredClone(DEFAULT_UI.logs);
   ui.logs.levels = ui.logs.levels.filter((l) => LEVELS.includes(l));
@@ -181,6 +183,9 @@ export class App {
       changed: () => this.schedule(),
       choosePath: transport.choosePath?.bind(transport),
       fork: (key, selection, size) => {
+        // The fork's dialog, then its progress, are in the Forks tab.
+        this.tabs.show('forks');
+        this.setUi({ tab: 'forks' });
         const root = runKey(rootRun(this.state, parseRunKey(key)));
         this.forks.openFork({ runKey: root, selection, size });
       },

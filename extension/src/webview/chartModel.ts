@@ -96,11 +96,11 @@ export function compose(
     const values = log ? kept.values.map((v) => (v !== null && v > 0 ? v : null)) : kept.values;
     const smoothed = series.dense && smoothing.kind !== 'none' ? smooth(values, smoothing) : null;
     drawn.push({ series, steps: kept.steps, x, values, smoothed });
+    const gaps = nullIndices(points);
     let marked = 0;
-    for (let i = lo; i < hi && marked < MAX_NON_FINITE; i++) {
-      if (points.values[i] !== null) continue;
-      nonFinite.push({ series, step: points.steps[i], x: map.toX(points.steps[i]) });
-      marked++;
+    for (let k = lowerBound(gaps, lo); k < gaps.length && gaps[k] < hi && marked < MAX_NON_FINITE; k++, marked++) {
+      const step = points.steps[gaps[k]];
+      nonFinite.push({ series, step, x: map.toX(step) });
     }
   }
   const tables: Points[] = [];
@@ -110,6 +110,23 @@ export function compose(
   }
   const aligned: Aligned = tables.length ? align(tables) : [[]];
   return { aligned, drawn, nonFinite };
+}
+
+const gapCache = new WeakMap<object, { rev: number; indices: number[] }>();
+
+/**
+ * The indices of `points`' null values (non-finite on the wire), in order. A series' list is
+ * kept until it changes (its `rev`): a million-point series is not scanned at every draw.
+ */
+export function nullIndices(points: Points): number[] {
+  const rev = (points as Partial<SeriesData>).rev;
+  const cached = rev === undefined ? undefined : gapCache.get(points);
+  if (cached && cached.rev === rev) return cached.indices;
+  const indices: number[] = [];
+  const { values } = points;
+  for (let i = 0; i < values.length; i++) if (values[i] === null) indices.push(i);
+  if (rev !== undefined) gapCache.set(points, { rev, indices });
+  return indices;
 }
 
 /** The index range of `steps` inside `zoom` (one neighbour beyond each edge), or all. */

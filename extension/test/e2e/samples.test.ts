@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { openBrowser, RESULTS_DIR, waitForStepAbove, type Browser } from '../support/browser';
+import { openBrowser, openTab, RESULTS_DIR, waitForStepAbove, type Browser } from '../support/browser';
 import { startTraining, tempHome, type Training } from '../support/processes';
 
 let training: Training;
@@ -31,6 +31,7 @@ const text = (selector: string): Promise<string> => browser.page.textContent(sel
 test('pause, scan the train split, see its histogram', async () => {
   const { page } = browser;
   await waitForStepAbove(page, 20);
+  await openTab(page, 'samples');
   await page.click('[data-testid=pause]');
   await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'paused');
   await page.selectOption('[data-testid=sample-split]', 'train');

@@ -91,7 +91,12 @@ export class LossHistogramPanel {
     this.resetButton.addEventListener('click', () => this.setZoom(null));
     this.refreshButton.addEventListener('click', () => this.refresh());
     this.forkButton.addEventListener('click', () => this.made && this.hooks.fork(this.runKey, this.made.name, this.made.size));
-    new ResizeObserver(() => this.draw()).observe(this.canvas);
+    new ResizeObserver(() => {
+      this.draw();
+      // Fetched while hidden (no width yet), the bins were too coarse for the plot now shown.
+      const wanted = binsForWidth(this.canvas.clientWidth);
+      if (this.hist && this.canvas.clientWidth > 0 && Math.abs(wanted - this.hist.counts.length) > wanted / 5) this.refresh();
+    }).observe(this.canvas);
     this.element.append(
       h('h3', {}, 'Loss distribution'),
       h('div', { class: 'toolbar' }, h('label', { class: 'muted' }, this.log, ' log'), this.zoomButton, this.resetButton, this.refreshButton, this.forkButton, this.readout),

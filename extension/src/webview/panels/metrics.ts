@@ -23,6 +23,8 @@ export interface ChartOptions {
   hidden: string[];
   /** Charts shown with a log y axis. */
   logCharts: string[];
+  /** Only the charts whose name matches (a regular expression, else plain text). */
+  chartFilter: string;
 }
 
 /** One run the charts draw; `color` set when several runs are compared. */
@@ -107,6 +109,18 @@ export function chartSeries(name: string, runs: readonly ChartRun[], axis: XAxis
   return out;
 }
 
+/** Whether chart `name` passes `filter`: a case-insensitive regular expression, or plain text
+ * when it is not a valid one (`los` and `^val` both work). */
+export function matchesFilter(name: string, filter: string): boolean {
+  const text = filter.trim();
+  if (!text) return true;
+  try {
+    return new RegExp(text, 'i').test(name);
+  } catch {
+    return name.toLowerCase().includes(text.toLowerCase());
+  }
+}
+
 /** Chart drawing per frame, so input is never kept waiting behind a round of redraws. */
 const FRAME_BUDGET_MS = 8;
 
@@ -138,12 +152,13 @@ export class MetricsPanel {
     h('option', { value: 'mean' }, 'Moving average'),
   );
   private readonly strength = h('input', { type: 'range', min: 0, max: 100, value: 60, 'aria-label': 'Smoothing strength' });
+  private readonly filter = h('input', { type: 'search', placeholder: 'filter charts (regex)', 'aria-label': 'Filter charts', 'data-testid': 'chart-filter', size: 22 });
   private readonly shown = new Map<string, Shown>();
   private runsKey = '';
   /** The chart the next render starts with, so every chart gets its turn. */
   private cursor = 0;
   private chooserSignature = '';
-  private options: ChartOptions = { axis: 'step', smoothing: { kind: 'none' }, hidden: [], logCharts: [] };
+  private options: ChartOptions = { axis: 'step', smoothing: { kind: 'none' }, hidden: [], logCharts: [], chartFilter: '' };
 
   constructor(private readonly hooks: MetricsHooks) {
     const resetAll = h('button', { title: 'Show whole runs on every chart' }, 'Reset zoom');
@@ -152,8 +167,9 @@ export class MetricsPanel {
     const smoothing = (): void => hooks.changeOptions({ smoothing: this.readSmoothing() });
     this.smoothingSelect.addEventListener('change', smoothing);
     this.strength.addEventListener('input', smoothing);
+    this.filter.addEventListener('input', () => hooks.changeOptions({ chartFilter: this.filter.value }));
     this.element.append(
-      h('div', { class: 'toolbar' }, h('label', {}, 'X axis ', this.axisSelect), this.smoothingSelect, this.strength, resetAll),
+      h('div', { class: 'toolbar' }, this.filter, h('label', {}, 'X axis ', this.axisSelect), this.smoothingSelect, this.strength, resetAll),
       this.chooser,
       this.empty,
       this.grid,
@@ -183,8 +199,16 @@ export class MetricsPanel {
     this.renderChooser(names, options.hidden);
     this.empty.hidden = names.length > 0 || runs.length === 0;
     this.empty.textContent = 'No metrics yet: the charts fill as the run reports its first steps.';
-    const visible = names.filter((k) => !options.hidden.includes(k));
-    for (const name of [...this.shown.keys()]) if (!visible.includes(name)) this.remove(name);
+    if (document.activeElement !== this.filter) this.filter.value = options.chartFilter;
+    const ticked = names.filter((k) => !options.hidden.includes(k));
+    for (const name of [...this.shown.keys()]) if (!ticked.includes(name)) this.remove(name);
+    // Filtered-out charts are only hidden: typing in the filter must stay instant.
+    const visible = ticked.filter((k) => matchesFilter(k, options.chartFilter));
+    for (const [name, shown] of this.shown) {
+      const hidden = !visible.includes(name);
+      if (hidden && !shown.card.hidden) shown.drawn = '';
+      shown.card.hidden = hidden;
+    }
     if (runs.length === 0) return false;
     const markers = runs.flatMap((r, i) => markersOf(r, runs.length > 1, i === 0, options.axis));
     const optionKey = JSON.stringify([options.axis, options.smoothing, runs.map((r) => [r.run.epochStarts.length, r.run.alerts.length]), markers.map((m) => [m.step, m.label])]);
@@ -192,7 +216,7 @@ export class MetricsPanel {
     for (let i = 0; i < visible.length; i++) {
       const name = visible[(this.cursor + i) % visible.length];
       const log = options.logCharts.includes(name);
-      const shown = this.shown.get(name) ?? this.add(name, visible);
+      const shown = this.shown.get(name) ?? this.add(name, ticked);
       const series = chartSeries(name, runs, options.axis);
       const drawn = `${series.map((s) => `${s.id}@${s.data.rev}`).join(',')}|${optionKey}|${log}`;
       if (shown.drawn === drawn) continue;

@@ -128,7 +128,7 @@ export class RunPicker {
       this.element,
       ...entries.map((entry) => {
         const color = colors.get(keyOf(entry.ref));
-        const box = h('input', { type: 'checkbox', class: 'compare-box', checked: color !== undefined, 'data-testid': 'compare', 'aria-label': `Compare ${entry.name} on the charts`, title: 'Compare on the charts' });
+        const box = h('input', { type: 'checkbox', class: 'compare-box', checked: color !== undefined, 'data-testid': 'compare-run', 'aria-label': `Compare ${entry.name} on the charts`, title: 'Compare on the charts' });
         if (color) box.style.accentColor = color;
         box.addEventListener('change', () => this.hooks.compare(entry.ref, box.checked));
         const button = h(

@@ -247,7 +247,7 @@ export class RunsTable {
   }
 
   private row(row: RunRow, columns: Column[], color: string | undefined, selected: boolean): HTMLElement {
-    const box = h('input', { type: 'checkbox', checked: color !== undefined, 'data-testid': 'compare', 'aria-label': `Compare ${row.name}` });
+    const box = h('input', { type: 'checkbox', checked: color !== undefined, 'data-testid': 'compare-run', 'aria-label': `Compare ${row.name}` });
     box.addEventListener('change', () => this.hooks.toggleCompare(row.key, box.checked));
     const swatch = h('span', { class: 'swatch' });
     if (color) swatch.style.background = color;
