@@ -222,6 +222,8 @@ export class MetricChart {
       runs: String(new Set(input.series.map((s) => s.runKey)).size),
       log: String(input.log),
       nonfinite: String(composed.nonFinite.length),
+      xTitle: input.axis === 'epoch' ? 'epoch' : 'step',
+      yTitle: input.log ? `${input.yLabel} (log scale)` : input.yLabel,
     });
     this.setMarkers(input.markers, composed);
     const data = composed.aligned as uPlot.AlignedData;
@@ -274,6 +276,11 @@ export class MetricChart {
           bind: {
             dblclick: () => () => {
               this.resetZoom();
+              return null;
+            },
+            // uPlot ignores moves over its children: over a marker the readout must go on.
+            mousemove: (_u, _target, handler) => (event) => {
+              handler(event);
               return null;
             },
             mousedown: (_u, _target, handler) => (event) => {
@@ -396,10 +403,10 @@ export class MetricChart {
       warning: '#E69F00',
       nonfinite: css('--otf-error', '#D55E00'),
     };
-    const { left, top: plotTop, height } = plot.bbox;
+    const { top: plotTop, height } = plot.bbox;
     for (const el of this.markerLayer.children as HTMLCollectionOf<HTMLElement>) {
       if (el.hidden) continue;
-      const x = left + plot.valToPos(Number(el.dataset.x), 'x', true);
+      const x = plot.valToPos(Number(el.dataset.x), 'x', true); // canvas pixels, plot offset included
       const kind = el.dataset.kind ?? 'hparam';
       ctx.strokeStyle = ctx.fillStyle = colors[kind] ?? colors.hparam;
       if (kind === 'nonfinite') {
