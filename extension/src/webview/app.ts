@@ -122,7 +122,8 @@ export class App {
   private wanted: string | null;
   /** The selected run as it ended, until a restart of it appears (then that is selected). */
   private following: RunEntry | null = null;
-  private selectedLive = false;
+  /** The run selected at the last render, and whether it was live then. */
+  private lastSelected: { ref: RunRef; live: boolean } | null = null;
   private readonly tabs = new Tabs((tab) => this.setUi({ tab }));
   private readonly picker = new RunPicker({
     select: (ref) => this.select(ref),
@@ -289,14 +290,15 @@ export class App {
       }
     }
     const current = entries.find((e) => sameRun(e.ref, this.ui.selected));
-    if (current?.ended && this.selectedLive) this.following = current; // it just ended
-    this.selectedLive = current !== undefined && !current.ended;
+    const same = current !== undefined && this.lastSelected !== null && sameRun(current.ref, this.lastSelected.ref);
+    if (current?.ended && same && this.lastSelected?.live) this.following = current; // it just ended
     const next = this.following && restartOf(entries, this.following);
     if (next) {
       this.following = null;
-      this.selectedLive = true;
       this.ui = { ...this.ui, selected: next.ref };
     }
+    const shown = next ?? current;
+    this.lastSelected = shown ? { ref: shown.ref, live: !shown.ended } : null;
   }
 
   private render(): void {

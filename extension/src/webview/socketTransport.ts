@@ -255,7 +255,8 @@ export class SocketTransport implements Transport {
     const port = this.location.port ? `:${this.location.port}` : '';
     return parseHubSessions(body).map((s) => ({
       key: s.key,
-      label: s.kind === 'file' ? `${s.project}/${s.run} (${s.file ?? 'file'})` : `${s.project}/${s.run}`,
+      // An exported file is named by its path in the hub's folder.
+      label: s.kind === 'file' ? (s.file ?? s.key) : `${s.project}/${s.run}`,
       url: `ws://${this.location.hostname}${port}${s.path}?token=${encodeURIComponent(token)}`,
       ended: !s.live,
     }));

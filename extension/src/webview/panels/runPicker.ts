@@ -51,7 +51,9 @@ export function listRuns(state: DashboardState): RunEntry[] {
   const add = (source: SourceView, run: RunView, depth: number, lineage: LineageNode[]): void => {
     const info = run.info;
     const parent = source.runs[info.parent ?? '']?.info.name ?? '';
-    const label = depth === 0 ? `${info.project} · ${source.key}` : childLabel(lineage.find((n) => n.run === info.run), lineage, parent);
+    // Where a top-level run comes from: its session (pid and port), or the hub's exported file.
+    const where = source.key.startsWith('file-') ? source.label : source.key;
+    const label = depth === 0 ? `${info.project} · ${where}` : childLabel(lineage.find((n) => n.run === info.run), lineage, parent);
     entries.push({
       ref: { source: source.key, run: info.run },
       name: info.name,
@@ -138,7 +140,7 @@ export class RunPicker {
             'data-testid': 'run',
             'data-depth': entry.depth,
             'aria-pressed': sameRun(entry.ref, selected) ? 'true' : 'false',
-            title: `${entry.project}/${entry.name} (${entry.ref.source})`,
+            title: `${entry.project}/${entry.name} (${entry.label.split(' · ').pop() ?? entry.ref.source})`,
           },
           h('span', { class: 'run-name' }, entry.name),
           // Two processes may run the same project and name: the session tells them apart.
