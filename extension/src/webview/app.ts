@@ -15,7 +15,7 @@ import { h } from './dom';
 import { assignColors, runColor } from './palette';
 import type { ChartOptions, ChartRun } from './panels/metrics';
 import { historyPoints, MetricsPanel } from './panels/metrics';
-import { AlertBanner, type OtherRun } from './panels/alerts';
+import { ALERT_TITLES, AlertBanner, type OtherRun } from './panels/alerts';
 import { Controls } from './panels/controls';
 import { HealthPanel } from './panels/health';
 import { HparamsPanel } from './panels/hparams';
@@ -324,7 +324,8 @@ export class App {
       const info = selected.run.info;
       this.title.textContent = `${info.project} / ${info.name}`;
       this.pillSlot.replaceChildren(pillElement(state ?? 'disconnected'));
-      this.alertSlot.replaceChildren(...(info.alerts.length ? [h('span', { class: 'alert-badge', 'data-testid': 'header-alerts', title: info.alerts.join(', ') }, `⚠ ${info.alerts.join(', ')}`)] : []));
+      const named = info.alerts.map((kind) => ALERT_TITLES[kind]).join(', ');
+      this.alertSlot.replaceChildren(...(info.alerts.length ? [h('span', { class: 'alert-badge', 'data-testid': 'header-alerts', title: info.alerts.join(', ') }, `⚠ ${named}`)] : []));
       this.step.textContent = `step ${info.step} · epoch ${info.epoch}`;
       this.step.dataset.step = String(info.step);
     }

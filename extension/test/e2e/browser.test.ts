@@ -110,6 +110,10 @@ test('Test adds a row to the test results', async () => {
   await page.click('[data-testid=test]');
   await page.waitForSelector('[data-testid=tests] tbody tr');
   assert.match((await page.locator('[data-testid=tests] tbody tr').first().textContent()) ?? '', /test_1/);
+  // One column per metric: the loss once, whatever case or prefix the trainer gave it.
+  const columns = (await page.locator('[data-testid=tests] thead th').allTextContents()).map((c) => c.toLowerCase());
+  assert.equal(columns.filter((c) => c === 'loss').length, 1, columns.join(', '));
+  assert.equal(new Set(columns).size, columns.length, columns.join(', '));
 });
 
 test('validation is drawn on the chart of its metric, next to training', async () => {

@@ -42,6 +42,9 @@ test('pause, scan the train split, see its histogram', async () => {
   const size = Number(/: (\d+) samples/.exec(await text('[data-testid=scan-ack]'))?.[1]);
   await page.waitForSelector(`[data-testid=histogram][data-total="${size}"]`);
   assert.match(await text('[data-testid=histogram-caption]'), /^train · scan at step \d+ · \d+ samples/);
+  // The counts have their axis: round ticks from zero.
+  const ticks = ((await page.getAttribute('[data-testid=histogram-y-axis]', 'data-ticks')) ?? '').split(' ').map(Number);
+  assert.ok(ticks.length >= 2 && ticks[0] === 0 && ticks.every((t, i) => i === 0 || t > ticks[i - 1]), `y ticks ${ticks}`);
 });
 
 test('a region dragged across the histogram becomes a selection the table lists; it exports to CSV', async () => {
