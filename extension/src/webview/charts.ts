@@ -23,6 +23,7 @@ import { compose, nearestIndex, type ChartSeries, type Composed, type Drawn, typ
 import { formatWallTime, timeAt } from './clock';
 import { formatNumber } from './dom';
 import { withAlpha } from './palette';
+import { cssRgb } from './scatter';
 import type { Smoothing } from './smoothing';
 import { linearTickLabels, logTickLabels } from './ticks';
 
@@ -251,8 +252,10 @@ export class MetricChart {
     if (signature === this.signature && this.plot) return;
     this.signature = signature;
     this.plot?.destroy();
-    const grid = { stroke: css('--otf-grid', '#8883'), width: 1 };
     const axisStroke = css('--otf-fg', '#ccc');
+    // Gridlines in the text colour, faint: readable on dark and light themes alike.
+    const [r, g, b] = cssRgb(axisStroke, [204, 204, 204]);
+    const grid = { stroke: `rgba(${r}, ${g}, ${b}, 0.15)`, width: 1 };
     const axis = { stroke: axisStroke, grid, ticks: { show: false }, values: tickLabels, labelSize: 14, labelGap: 0, labelFont: '12px sans-serif' };
     const series: uPlot.Series[] = [{}];
     for (const s of input.series) {
