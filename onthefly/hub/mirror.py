@@ -253,7 +253,7 @@ class Mirror:
             self._waiting[command_id] = pending
         try:
             self._send(frame)
-        except (OSError, ConnectionClosed, AttributeError):
+        except (OSError, ConnectionClosed):
             with self._lock:
                 self._waiting.pop(command_id, None)
             pending.fail("session_closed", "the hub is not connected to the run right now")
