@@ -116,12 +116,12 @@ export class MetricChart {
     this.readout.className = 'chart-readout';
     this.readout.dataset.testid = 'readout';
     this.readout.hidden = true;
+    // A new width redraws what is drawn (uPlot's own, cheap); the next update decimates for
+    // it. Composing again here would run once per chart shown, all in one frame (a filter
+    // that brings back several charts at once).
     this.resize = new ResizeObserver(() => {
       const width = Math.max(200, this.element.clientWidth);
-      if (this.plot && width !== this.plot.width) {
-        this.plot.setSize({ width, height: HEIGHT });
-        this.redraw();
-      }
+      if (this.plot && width !== this.plot.width) this.plot.setSize({ width, height: HEIGHT });
     });
     this.resize.observe(this.element);
   }
@@ -203,8 +203,9 @@ export class MetricChart {
   private redraw(): void {
     const input = this.input;
     if (!input || input.series.length === 0) return;
-    this.drawStart = performance.now();
     this.ensurePlot(input);
+    // Measured from here: data in, pixels out (not the plot's construction and first layout).
+    this.drawStart = performance.now();
     const plot = this.plot as uPlot;
     const budget = Math.max(64, 2 * plot.width);
     const inputs = input.series.map((series) => ({ series, points: this.pointsOf(series) }));

@@ -122,13 +122,15 @@ test(`streaming 100 steps/s for ${STREAM_SECONDS} s keeps input under 50 ms and 
       await cdp.send('Profiler.enable');
       await cdp.send('Profiler.start');
     }
-    // Typing in the chart filter while charts stream: each key hides or shows charts.
+    // Typing in the chart filter while the charts stream: a pattern every chart matches, so
+    // this measures how promptly the page answers input while it draws (as typing in the log
+    // filter did when the logs shared the page with the charts).
     const filter = page.locator('[data-testid=chart-filter]');
     await filter.click();
     const end = Date.now() + STREAM_SECONDS * 1000;
     let keys = 0;
     while (Date.now() < end) {
-      await page.keyboard.press(keys % 2 ? 'Backspace' : 's');
+      await page.keyboard.press(keys % 2 ? 'Backspace' : '.');
       keys++;
       await page.waitForTimeout(200);
     }
