@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from onthefly.cli import SUBCOMMANDS, main
+from tests import interruptible
 from tests.live_session import Training, live_session, session_file
 
 
@@ -31,8 +32,10 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 
 def _cli(*argv: str, python_flags: tuple[str, ...] = (), stderr: Any = None) -> Popen[str]:
+    # Through tests.interruptible: a test may Ctrl+C it, also when the suite ignores SIGINT.
     return subprocess.Popen(
-        [sys.executable, *python_flags, "-m", "onthefly", *argv],
+        interruptible.command("-m", "onthefly", *argv, python_flags=python_flags),
+        cwd=interruptible.ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if stderr is None else stderr,
         text=True,

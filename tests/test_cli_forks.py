@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,23 +40,32 @@ def test_fork_compare_merge_discard_and_lineage(
     native_run(onthefly_home, script)
     fork = outputs["fork"]
     assert fork.startswith("0\nfork 'hard' done: 20 steps in ")
-    assert f"on 200 samples from step {PAUSE_AT}; slice loss 2.217 -> 1.324 (run hard)" in fork
+    # Numbers are read back, never compared as text: another CPU prints another last digit.
+    found = re.search(
+        rf"on 200 samples from step {PAUSE_AT}; slice loss (\S+) -> (\S+) \(run hard\)", fork
+    )
+    assert found is not None, fork
+    before, after = found.groups()
+    assert float(before) == pytest.approx(2.217, abs=0.01)
+    assert float(after) == pytest.approx(1.324, abs=0.01)
     assert outputs["taken"].startswith("1\nonthefly: the name 'hard' is taken")
     forks = outputs["forks"].splitlines()
     assert forks[1].split()[:4] == ["name", "status", "from", "step"]
-    assert forks[2].split() == ["hard", "done", str(PAUSE_AT), "20", "200", "2.217", "1.324"]
+    assert forks[2].split() == ["hard", "done", str(PAUSE_AT), "20", "200", before, after]
     table = outputs["compare"].splitlines()
     assert "hard (slice, 200)" in table[1] and "rest (rest, 1800)" in table[1]
     assert "val (val, 1000)" in table[1] and table[2].split()[:3] == ["|", "loss", "acc"]
-    assert table[3].split()[0] == "main" and table[4].split()[:3] == ["hard", "|", "1.324"]
+    assert table[3].split()[0] == "main" and table[4].split()[:2] == ["hard", "|"]
+    assert float(table[4].split()[2]) == pytest.approx(float(after), abs=2e-3)
     assert outputs["compare_run"] == outputs["compare"]  # the first name is the run
     soup = outputs["soup"].splitlines()
     assert soup[1] == (
         f"merge 'merge-1': soup of the model at step {PAUSE_AT} and hard; optimizer state kept "
         "(run merge-1)"
     )
-    assert soup[4].split()[:4] == ["before", "|", "2.217", "0"]
-    assert soup[5].split()[0] == "after" and float(soup[5].split()[2]) < 2.217
+    assert soup[4].split()[:2] == ["before", "|"] and soup[4].split()[3] == "0"
+    assert float(soup[4].split()[2]) == pytest.approx(float(before), abs=2e-3)
+    assert soup[5].split()[0] == "after" and float(soup[5].split()[2]) < float(before)
     assert outputs["discard"] == f"0\ndiscarded merge 'merge-1': back to main at step {PAUSE_AT}\n"
     greedy = json.loads(outputs["greedy"].split("\n", 1)[1])
     assert greedy["method"] == "greedy" and greedy["kept"][0] in ("main", "hard")

@@ -16,6 +16,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import Snapshot
 from onthefly.server.broker import Broker, RawEvent
+from onthefly.server.console import announce, dashboard_kind
 from onthefly.server.discovery import SessionFile, remove_session, write_session
 from onthefly.server.pending import PendingCommand
 from onthefly.server.transport import Transport, bind
@@ -120,6 +122,7 @@ class SessionServer:
         self._closed = False
         self._close_lock = threading.Lock()
         self._started_at = time.time()
+        self._announced: set[str] = set()  # the kinds of dashboard already announced
         # The main run exists before any client can ask about it.
         self._broker.publish([self._run_started(self.main_run, run_name, None)])
 
@@ -161,7 +164,7 @@ class SessionServer:
             self.close()
             raise
         if not self._quiet:
-            print(f"[onthefly] dashboard: {self.url}", flush=True)
+            announce(f"[onthefly] dashboard: {self.url}")
         return self
 
     def close(self) -> None:
@@ -333,9 +336,12 @@ class SessionServer:
             url=self.url,
         )
 
-    def _announce_client(self, clients: int) -> None:
-        if clients == 1 and not self._quiet:
-            print(f"[onthefly] dashboard connected on ws://{HOST}:{self.port}", flush=True)
+    def _announce_client(self, headers: Mapping[str, str]) -> None:
+        kind = dashboard_kind(headers)
+        if kind is None or self._quiet or kind in self._announced:
+            return
+        self._announced.add(kind)
+        announce(f"[onthefly] dashboard connected ({kind}) on ws://{HOST}:{self.port}")
 
 
 def _resolve_port(port: int | None) -> int:

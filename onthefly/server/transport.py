@@ -20,7 +20,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from websockets.exceptions import ConnectionClosed
@@ -82,7 +82,7 @@ class Transport:
         broker: the protocol logic.
         token: the secret every websocket must present.
         dashboard_dir: the built dashboard bundle (``None``: a page says it is not built).
-        on_connect: called with the client count after each new websocket.
+        on_connect: called with the upgrade request's headers after each new websocket.
         stall_timeout: seconds before a client that accepts no data is disconnected.
         home: the OnTheFly home whose discovery folder lists the sibling sessions (their
             pages may connect here; ``GET /sessions`` lists them); default
@@ -95,7 +95,7 @@ class Transport:
         *,
         token: str,
         dashboard_dir: Path | None,
-        on_connect: Callable[[int], None] | None = None,
+        on_connect: Callable[[Mapping[str, str]], None] | None = None,
         stall_timeout: float = STALL_TIMEOUT,
         home: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -190,8 +190,8 @@ class Transport:
             daemon=True,
         )
         sender.start()
-        if self._on_connect is not None:
-            self._on_connect(self._broker.clients)
+        if self._on_connect is not None and connection.request is not None:
+            self._on_connect(connection.request.headers)
         try:
             for frame in connection:
                 self._broker.receive(client, frame, time.monotonic())

@@ -13,6 +13,7 @@ import onthefly
 from onthefly.errors import CommandError
 from onthefly.protocol import Snapshot
 from onthefly.sessions import view
+from tests import interruptible
 from tests.callbacks.live import wait_for_session
 from tests.sessions.training import Losses, native_run
 
@@ -44,7 +45,8 @@ def test_the_history_is_served_and_control_commands_are_refused(
 
 def test_onthefly_view_runs_until_ctrl_c(exported: Path, onthefly_home: Path) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "onthefly", "view", str(exported), "--port", "0"],
+        interruptible.command("-m", "onthefly", "view", str(exported), "--port", "0"),
+        cwd=interruptible.ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )
