@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from subprocess import Popen
 from typing import Any
@@ -31,15 +32,23 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
-def _cli(*argv: str, python_flags: tuple[str, ...] = (), stderr: Any = None) -> Popen[str]:
+@contextmanager
+def _cli(
+    *argv: str, python_flags: tuple[str, ...] = (), stderr: Any = None
+) -> Iterator[Popen[str]]:
+    """``onthefly ARGV`` as a subprocess, killed and its pipes closed on the way out."""
     # Through tests.interruptible: a test may Ctrl+C it, also when the suite ignores SIGINT.
-    return subprocess.Popen(
+    with subprocess.Popen(
         interruptible.command("-m", "onthefly", *argv, python_flags=python_flags),
         cwd=interruptible.ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if stderr is None else stderr,
         text=True,
-    )
+    ) as process:
+        try:
+            yield process
+        finally:
+            process.kill()
 
 
 def _wait_for_step(training: Training, capsys: pytest.CaptureFixture[str], step: int) -> None:
@@ -180,16 +189,13 @@ def test_watch_streams_json_lines_until_the_run_finishes_without_importing_torch
     training.train(2)
     # The import trace goes to a file: a full stderr pipe would block the CLI.
     trace = (tmp_path / "importtime.txt").open("w+")
-    process = _cli("watch", "--json", python_flags=("-X", "importtime"), stderr=trace)
-    try:
+    with _cli("watch", "--json", python_flags=("-X", "importtime"), stderr=trace) as process:
         assert process.stdout is not None
         first = json.loads(process.stdout.readline())
         assert first["type"] == "snapshot"
         training.train(30)
         training.finish()
         out, _ = process.communicate(timeout=60)
-    finally:
-        process.kill()
     trace.seek(0)
     err = trace.read()
     trace.close()
@@ -204,15 +210,12 @@ def test_watch_streams_json_lines_until_the_run_finishes_without_importing_torch
 
 
 def test_watch_text_is_one_line_per_event(training: Training) -> None:
-    process = _cli("watch")
-    try:
+    with _cli("watch") as process:
         assert process.stdout is not None
         assert process.stdout.readline().startswith("snapshot    seq ")
         training.train(1)
         training.finish()
         out, _ = process.communicate(timeout=60)
-    finally:
-        process.kill()
     assert out.splitlines() == [
         "metrics     baseline: train step 1: loss=1 acc=n/a",
         "status      baseline: finished at step 1, epoch 0 (max_steps reached)",
@@ -220,27 +223,21 @@ def test_watch_text_is_one_line_per_event(training: Training) -> None:
 
 
 def test_ctrl_c_during_watch_exits_130_without_traceback(training: Training) -> None:
-    process = _cli("watch")
-    try:
+    with _cli("watch") as process:
         assert process.stdout is not None
         assert process.stdout.readline().startswith("snapshot")
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
-    finally:
-        process.kill()
     assert process.returncode == 130
     assert err == "onthefly: interrupted\n"
 
 
 def test_session_gone_mid_command_exits_1(training: Training) -> None:
     training.hold = True
-    process = _cli("pause")
-    try:
+    with _cli("pause") as process:
         assert training.got_command.wait(30)
         training.server.close()
         out, err = process.communicate(timeout=60)
-    finally:
-        process.kill()
     assert (process.returncode, out) == (1, "")
     assert "did not take effect" in err and "Traceback" not in err
 

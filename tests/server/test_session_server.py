@@ -141,23 +141,22 @@ def test_discovery_file_is_removed_however_the_script_ends(
 
 
 def test_demo_exits_cleanly_on_ctrl_c(onthefly_home: Path) -> None:
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         interruptible.command(str(REPO / "examples" / "demo.py"), python_flags=("-u",)),
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "ONTHEFLY_HOME": str(onthefly_home), "ONTHEFLY_PORT": "0"},
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("[onthefly] dashboard: http://127.0.0.1:")
-        (session,) = list_sessions()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-        proc.wait()
+    ) as proc:  # the with closes the pipes, also after a failed check
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().startswith("[onthefly] dashboard: http://127.0.0.1:")
+            (session,) = list_sessions()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
     assert proc.returncode == 0, f"exit status {proc.returncode}\nstdout:\n{out}\nstderr:\n{err}"
     assert "Traceback" not in err, err
     assert session.pid == proc.pid
