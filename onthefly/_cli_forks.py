@@ -8,11 +8,12 @@ Each is an argument builder plus a call ``(client, args) -> (reply data, text re
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from onthefly import _resolve
-from onthefly.errors import ConfigurationError, OnTheFlyError
+from onthefly.errors import CommandError, ConfigurationError, OnTheFlyError
 
 if TYPE_CHECKING:
     from onthefly.client import Client
@@ -34,6 +35,15 @@ def _numbers(text: str, kind: Callable[[str], Any], what: str) -> list[Any]:
         return [kind(part) for part in _names(text)]
     except ValueError:
         raise ConfigurationError(f"{what} {text!r}: expected comma-separated numbers") from None
+
+
+@contextmanager
+def _about(what: str) -> Iterator[None]:
+    """A refused command's error names what it was about: ``fork 'hard': ...``."""
+    try:
+        yield
+    except CommandError as exc:
+        raise CommandError(exc.code, f"{what}: {exc.message}") from None
 
 
 # ---------------------------------------------------------------------- fork
@@ -63,7 +73,15 @@ def fork_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def fork(client: Client, args: argparse.Namespace) -> Rendered:
-    data = client.fork(
+    with _about(f"fork {args.name!r}" if args.name else "fork"):
+        data = _fork(client, args)
+    if data.get("status") == "failed":
+        raise OnTheFlyError(f"the fork {data['name']!r} failed: {data.get('message')}")
+    return data, lambda: render_fork(data)
+
+
+def _fork(client: Client, args: argparse.Namespace) -> dict[str, Any]:
+    return client.fork(
         steps=args.steps,
         epochs=args.epochs,
         name=args.name,
@@ -74,9 +92,6 @@ def fork(client: Client, args: argparse.Namespace) -> Rendered:
         source=args.source,
         **_slice(args),
     )
-    if data.get("status") == "failed":
-        raise OnTheFlyError(f"the fork {data['name']!r} failed: {data.get('message')}")
-    return data, lambda: render_fork(data)
 
 
 def _slice(args: argparse.Namespace) -> dict[str, Any]:
@@ -169,7 +184,8 @@ def split_run(names: Sequence[str]) -> tuple[str | None, list[str]]:
 
 
 def compare(client: Client, args: argparse.Namespace) -> Rendered:
-    data = client.compare(*args.forks, rest_max=args.rest_max)
+    with _about("compare of " + (", ".join(repr(f) for f in args.forks) or "every fork")):
+        data = client.compare(*args.forks, rest_max=args.rest_max)
     if data.get("cancelled"):
         return data, lambda: "compare: cancelled"
     return data, lambda: render_table(data["targets"], data["rows"], "model")
@@ -210,16 +226,18 @@ def merge_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def merge(client: Client, args: argparse.Namespace) -> Rendered:
-    data = client.merge(
-        args.method,
-        _names(args.sources),
-        name=args.name,
-        weights=None if args.weights is None else _numbers(args.weights, float, "--weights"),
-        optimizer=args.optimizer,
-        steps=args.steps,
-        lr=args.lr,
-        temperature=args.temperature,
-    )
+    sources = _names(args.sources)
+    with _about(f"{args.method} merge of {', '.join(repr(s) for s in sources)}"):
+        data = client.merge(
+            args.method,
+            sources,
+            name=args.name,
+            weights=None if args.weights is None else _numbers(args.weights, float, "--weights"),
+            optimizer=args.optimizer,
+            steps=args.steps,
+            lr=args.lr,
+            temperature=args.temperature,
+        )
     if data.get("cancelled"):
         return data, lambda: f"merge {data.get('name')!r}: cancelled"
     return data, lambda: render_merge(data)

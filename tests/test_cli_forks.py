@@ -48,7 +48,7 @@ def test_fork_compare_merge_discard_and_lineage(
     before, after = found.groups()
     assert float(before) == pytest.approx(2.217, abs=0.01)
     assert float(after) == pytest.approx(1.324, abs=0.01)
-    assert outputs["taken"].startswith("1\nonthefly: the name 'hard' is taken")
+    assert outputs["taken"].startswith("1\nonthefly: fork 'hard': the name 'hard' is taken")
     forks = outputs["forks"].splitlines()
     assert forks[1].split()[:4] == ["name", "status", "from", "step"]
     assert forks[2].split() == ["hard", "done", str(PAUSE_AT), "20", "200", before, after]

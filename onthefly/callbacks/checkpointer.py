@@ -312,7 +312,10 @@ class Checkpointer(Callback):
             )
             return
         if self.session.state != "paused":
-            cmd.fail("invalid_state", f"loading a {what} needs a paused run; pause first")
+            cmd.fail(
+                "invalid_state",
+                f"loading a {what} needs a paused run; pause it first (`onthefly pause`)",
+            )
             return
         try:
             saved = resume.read(path)

@@ -160,8 +160,8 @@ class PauseGate(Callback):
         if self._at_end and epochs is None and steps is None:
             cmd.fail(
                 "invalid_state",
-                "the run reached its stop condition; resume with epochs=N or steps=N to train "
-                "more, or send stop",
+                "the run reached its stop condition; train on with `onthefly resume --epochs N` "
+                "(or --steps N), or end it with `onthefly stop`",
             )
             return
         if epochs is not None or steps is not None:

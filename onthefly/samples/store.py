@@ -281,7 +281,10 @@ class SampleStore:
         if source == "scan":
             scan = self.scans.get(split)
             if scan is None:
-                raise NoData(f"the {split} split was never scanned; send scan(split={split!r})")
+                raise NoData(
+                    f"the {split} split was never scanned; scan it first: "
+                    f"`onthefly scan --split {split}`"
+                )
             return _scan_view(scan)
         if split != "train":
             raise NoData(f"training statistics exist for the train split only, not {split!r}")

@@ -59,6 +59,8 @@ class SessionServer:
         dashboard_dir: the built dashboard served at ``/`` (default: the package's
             ``onthefly/dashboard/``).
         quiet: do not print the dashboard address and connections.
+        viewing: the exported session file a read-only server shows (named in the discovery
+            file, so that the CLI tells it apart from the live run it came from).
         read_only: serve history only: control commands are refused as ``unsupported``
             with this message (``onthefly view`` of a session file).
 
@@ -84,6 +86,7 @@ class SessionServer:
         home: str | os.PathLike[str] | None = None,
         dashboard_dir: Path | None = None,
         quiet: bool = False,
+        viewing: str | None = None,
         read_only: str | None = None,
     ) -> None:
         if host != HOST:
@@ -95,6 +98,7 @@ class SessionServer:
         self._requested_port = _resolve_port(port)
         self._home = home
         self._quiet = quiet
+        self._viewing = viewing
         self.session_id = secrets.token_hex(6)
         self.token = secrets.token_urlsafe(24)
         self.port = 0
@@ -334,6 +338,7 @@ class SessionServer:
             started_at=self._started_at,
             session=self.session_id,
             url=self.url,
+            viewing=self._viewing,
         )
 
     def _announce_client(self, headers: Mapping[str, str]) -> None:

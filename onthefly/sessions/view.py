@@ -53,7 +53,13 @@ def serve(
         "control commands need a live run; resume it with resume_from= to train on"
     )
     server = SessionServer(
-        manifest.project, manifest.run, port=port, home=home, quiet=quiet, read_only=message
+        manifest.project,
+        manifest.run,
+        port=port,
+        home=home,
+        quiet=quiet,
+        viewing=str(Path(path).resolve()),
+        read_only=message,
     )
     if saved is not None:
         runs = [run.model_copy(update={"state": "finished"}) for run in saved.runs]
