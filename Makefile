@@ -40,7 +40,7 @@ test: install
 # `pip install "torch==2.13.0" dist/onthefly_ai-*.whl` in another project.
 wheel: install
 	rm -rf build dist/*.whl
-	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
+	$(PY) -m pip wheel -q --no-deps -w dist .
 	@ls dist/*.whl
 
 test-python: install
