@@ -614,35 +614,66 @@ class Quantiles(SampleQuery):
 
 
 class Criteria(Message):
-    """The criteria that choose samples by their loss (``select``, ``fork``)."""
+    """The criteria that choose samples by their loss or their place on the data map
+    (``select``, ``fork``)."""
 
     top: int | None = Field(default=None, ge=1)
     loss_min: FiniteFloat | None = None
     loss_max: FiniteFloat | None = None
     quantile: float | None = Field(default=None, gt=0, lt=1)
     """Samples whose loss is at or above this quantile."""
-    region: Literal["easy", "ambiguous", "hard"] | None = None
-    fraction: float = Field(default=1 / 3, gt=0, le=1)
-    """Share of the samples a data-map region takes."""
+    region: Literal["easy", "ambiguous", "hard", "mislabeled"] | None = None
+    """A data-map region (docs/per-sample.md): a ranking by confidence or variability."""
+    fraction: float | None = Field(default=None, gt=0, le=1)
+    """Share of the samples a region takes (default 1/3; ``mislabeled``: the estimated
+    number of mislabeled samples)."""
+    size: int | None = Field(default=None, ge=1)
+    """Instead of ``fraction``: exactly this many samples of the region's ranking."""
+    with_correctness: bool = False
+    """``mislabeled``: rank by the mean of confidence and correctness."""
+    confidence_min: float | None = Field(default=None, ge=0, le=1)
+    confidence_max: float | None = Field(default=None, ge=0, le=1)
+    variability_min: float | None = Field(default=None, ge=0, le=1)
+    variability_max: float | None = Field(default=None, ge=0, le=1)
+    """A box on the data map: samples within these bounds (any of the four may be open)."""
     clusters: int | None = Field(default=None, ge=2, le=100)
     """k of a k-means over per-sample features; ``cluster`` picks one (0: highest loss)."""
     cluster: int = Field(default=0, ge=0)
 
+    def box_given(self) -> bool:
+        """Whether a bound of a data-map box is set."""
+        bounds = (self.confidence_min, self.confidence_max)
+        return any(b is not None for b in (*bounds, self.variability_min, self.variability_max))
+
     def criteria_given(self) -> int:
-        """How many criteria are set (a loss range counts once)."""
+        """How many criteria are set (a loss range or a box counts once)."""
         given = [
             self.top is not None,
             self.loss_min is not None or self.loss_max is not None,
             self.quantile is not None,
             self.region is not None,
+            self.box_given(),
             self.clusters is not None,
         ]
         return sum(given)
 
+    def region_problem(self) -> str | None:
+        """What is wrong with the region options, if anything."""
+        if self.region is None and (
+            self.fraction is not None or self.size is not None or self.with_correctness
+        ):
+            return "fraction, size and with_correctness apply to a region; expected region too"
+        if self.fraction is not None and self.size is not None:
+            return "a region takes a fraction or a size; expected one of them"
+        if self.with_correctness and self.region != "mislabeled":
+            return "with_correctness applies to the 'mislabeled' region only"
+        return None
+
 
 class Select(SampleQuery, Criteria):
     """Make a named selection of samples by exactly one criterion: ``top``, a loss range
-    (``loss_min`` / ``loss_max``), ``quantile``, ``region`` or ``clusters``."""
+    (``loss_min`` / ``loss_max``), ``quantile``, ``region``, a data-map box
+    (``confidence_min`` … ``variability_max``) or ``clusters``."""
 
     type: Literal["select"] = "select"
     name: SelectionName | None = None
@@ -651,9 +682,12 @@ class Select(SampleQuery, Criteria):
     def _one_criterion(self) -> Select:
         if self.criteria_given() != 1:
             raise ValueError(
-                "expected exactly one criterion: top, loss_min/loss_max, quantile, region or "
-                "clusters"
+                "expected exactly one criterion: top, loss_min/loss_max, quantile, region, a "
+                "box (confidence_min/_max, variability_min/_max) or clusters"
             )
+        problem = self.region_problem()
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 
@@ -741,8 +775,11 @@ class Fork(Criteria, CommandBase):
         if sum(slices) != 1 or self.criteria_given() > 1:
             raise ValueError(
                 "expected exactly one slice: selection, indices, or one criterion (top, "
-                "loss_min/loss_max, quantile, region or clusters)"
+                "loss_min/loss_max, quantile, region, a box or clusters)"
             )
+        problem = self.region_problem()
+        if problem is not None:
+            raise ValueError(problem)
         if (self.steps is None) == (self.epochs is None):
             raise ValueError("expected exactly one budget: steps or epochs")
         if self.adapter_rank is not None and self.optimizer == "clone":
