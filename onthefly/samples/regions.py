@@ -82,7 +82,7 @@ def region_rows(
             size = low_group_size(key)
     if size is None:
         share = DEFAULT_FRACTION if fraction is None else fraction
-        size = max(1, int(round(share * len(rows))))
+        size = max(1, round(share * len(rows)))
     return rows[order[:size]]
 
 

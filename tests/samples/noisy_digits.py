@@ -61,7 +61,7 @@ def make(noise: float = 0.1, seed: int = 0) -> NoisyDigits:
         x, y, test_size=0.2, random_state=seed, stratify=y
     )
     rng = np.random.default_rng(seed)
-    count = int(round(noise * len(y_train)))
+    count = round(noise * len(y_train))
     flipped = np.sort(rng.choice(len(y_train), count, replace=False))
     noisy = y_train.copy()
     noisy[flipped] = (y_train[flipped] + rng.integers(1, 10, count)) % 10
