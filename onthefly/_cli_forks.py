@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from onthefly import _resolve
+from onthefly._cli_samples import criterion_arguments, criterion_of
 from onthefly.errors import ConfigurationError, OnTheFlyError
 
 if TYPE_CHECKING:
@@ -43,14 +44,7 @@ def fork_arguments(parser: argparse.ArgumentParser) -> None:
     chosen = parser.add_mutually_exclusive_group(required=True)
     chosen.add_argument("--selection", metavar="NAME", help="a named selection of the train split")
     chosen.add_argument("--indices", metavar="I,J,...", help="explicit dataset indices")
-    chosen.add_argument("--top", type=int, metavar="K", help="the K highest losses")
-    chosen.add_argument("--quantile", type=float, metavar="Q", help="losses >= the Q-quantile")
-    chosen.add_argument("--min", type=float, metavar="LOSS", help="losses >= LOSS")
-    chosen.add_argument("--region", choices=("easy", "ambiguous", "hard"), help="data-map region")
-    chosen.add_argument("--clusters", type=int, metavar="K", help="k-means into K clusters")
-    parser.add_argument("--max", type=float, metavar="LOSS", help="with --min: losses <= LOSS")
-    parser.add_argument("--cluster", type=int, default=0, metavar="C", help="(default 0)")
-    parser.add_argument("--fraction", type=float, default=1 / 3, metavar="F", help="of a region")
+    criterion_arguments(parser, chosen)
     parser.add_argument("--source", choices=("training", "scan"), help="data of a criterion")
     budget = parser.add_mutually_exclusive_group(required=True)
     budget.add_argument("--steps", type=int, metavar="N", help="train N optimizer steps")
@@ -84,15 +78,7 @@ def _slice(args: argparse.Namespace) -> dict[str, Any]:
         return {"selection": args.selection}
     if args.indices is not None:
         return {"indices": _numbers(args.indices, int, "--indices")}
-    if args.top is not None:
-        return {"top": args.top}
-    if args.quantile is not None:
-        return {"quantile": args.quantile}
-    if args.region is not None:
-        return {"region": args.region, "fraction": args.fraction}
-    if args.clusters is not None:
-        return {"clusters": args.clusters, "cluster": args.cluster}
-    return {"loss_min": args.min, "loss_max": args.max}
+    return criterion_of(args)
 
 
 def render_fork(data: dict[str, Any]) -> str:
