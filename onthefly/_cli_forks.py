@@ -54,6 +54,13 @@ def fork_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, metavar="N", help="(default: the run's)")
     parser.add_argument("--optimizer", choices=("fresh", "clone"), default="fresh")
     parser.add_argument("--adapter-rank", type=int, metavar="R", help="train rank-R adapters only")
+    parser.add_argument(
+        "--replay",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="share of batches from the rest of the training set (e.g. 0.5 for a narrow slice)",
+    )
 
 
 def fork(client: Client, args: argparse.Namespace) -> Rendered:
@@ -65,6 +72,7 @@ def fork(client: Client, args: argparse.Namespace) -> Rendered:
         batch_size=args.batch_size,
         optimizer=args.optimizer,
         adapter_rank=args.adapter_rank,
+        replay=args.replay,
         source=args.source,
         **_slice(args),
     )
@@ -89,7 +97,8 @@ def render_fork(data: dict[str, Any]) -> str:
         f"{data['duration']:.2f} s on {size} samples from step {data['parent_step']}"
     )
     loss = f"; slice loss {_number(data['parent_slice_loss'])} -> {_number(data['slice_loss'])}"
-    return head + (loss if data.get("slice_loss") is not None else "") + f" (run {data['run']})"
+    text = head + (loss if data.get("slice_loss") is not None else "") + f" (run {data['run']})"
+    return "\n".join([text, *(f"warning: {w}" for w in data.get("warnings") or ())])
 
 
 # ---------------------------------------------------------------------- forks
@@ -192,7 +201,16 @@ def merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", choices=("keep", "reset"), default="keep")
     parser.add_argument("--steps", type=int, default=100, metavar="N", help="distill steps")
     parser.add_argument("--lr", type=float, help="distill learning rate (default: the run's)")
-    parser.add_argument("--temperature", type=float, default=2.0, help="distill temperature")
+    parser.add_argument("--temperature", type=float, help="distill temperature (default: grid)")
+    parser.add_argument("--strength", type=float, help="distill loss weight (default: grid)")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.0,
+        metavar="T",
+        help="apply only if the validation loss rises by at most T (relative; default 0)",
+    )
+    parser.add_argument("--force", action="store_true", help="apply even if validation is worse")
 
 
 def merge(client: Client, args: argparse.Namespace) -> Rendered:
@@ -205,6 +223,9 @@ def merge(client: Client, args: argparse.Namespace) -> Rendered:
         steps=args.steps,
         lr=args.lr,
         temperature=args.temperature,
+        strength=args.strength,
+        tolerance=args.tolerance,
+        force=args.force,
     )
     if data.get("cancelled"):
         return data, lambda: f"merge {data.get('name')!r}: cancelled"
@@ -212,15 +233,31 @@ def merge(client: Client, args: argparse.Namespace) -> Rendered:
 
 
 def render_merge(data: dict[str, Any]) -> str:
-    """The merge's head line, then its before/after table."""
+    """The merge's head line, what it chose, whether it was applied, its before/after table."""
     kept = f"; kept {', '.join(data['kept'])}" if data.get("kept") else ""
-    state = "kept" if data["optimizer"] == "keep" else "reset"
+    if data.get("applied", True):
+        state = "kept" if data["optimizer"] == "keep" else "reset"
+        tail = f"; optimizer state {state} (run {data['run']})"
+    else:
+        tail = ": NOT APPLIED"
     head = (
         f"merge {data['name']!r}: {data['method']} of the model at step {data['step']} and "
-        f"{', '.join(data['forks'])}{kept}; optimizer state {state} (run {data['run']})"
+        f"{', '.join(data['forks'])}{kept}{tail}"
     )
+    lines = [head]
+    if data.get("choice"):
+        chosen = ", ".join(f"{k} {_shown(v)}" for k, v in data["choice"].items())
+        lines.append(f"chosen on validation: {chosen} (best of {len(data.get('grid') or [])})")
+    if data.get("reason"):
+        lines.append(data["reason"])
     rows = [{"when": "before", **data["before"]}, {"when": "after", **data["after"]}]
-    return head + "\n" + render_table(data["targets"], rows, "when")
+    return "\n".join([*lines, render_table(data["targets"], rows, "when")])
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_number(v) for v in value) + "]"
+    return _number(value)
 
 
 def discard(client: Client, args: argparse.Namespace) -> Rendered:

@@ -768,6 +768,9 @@ class Fork(Criteria, CommandBase):
     of its state too (moments, step counts)."""
     adapter_rank: int | None = Field(default=None, ge=1, le=65_536)
     """Train only low-rank adapters of this rank on the Linear layers (for ``adapter`` merges)."""
+    replay: float = Field(default=0.0, ge=0, lt=1)
+    """The share of the fork's batches drawn from the rest of the training set (so that a
+    specialist of a narrow slice does not forget the other classes); 0: the slice only."""
 
     @model_validator(mode="after")
     def _one_slice_one_budget(self) -> Fork:
@@ -819,23 +822,34 @@ class Merge(CommandBase):
     """Default ``merge-<n>``."""
     weights: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = None
     """``soup``: one weight per model (the parent first, then ``forks``); ``adapter``: one per
-    fork (default 1 each)."""
+    fork. Default: chosen on validation from a small grid (docs/forks.md)."""
     optimizer: Literal["keep", "reset"] = "keep"
     """The run's optimizer state after the merge: kept as it is, or emptied."""
     steps: int = Field(default=100, ge=1, le=1_000_000)
     """``distill``: optimizer steps."""
     lr: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """``distill``: learning rate (default: the run's current one)."""
-    temperature: float = Field(default=2.0, gt=0, allow_inf_nan=False)
-    """``distill``: softmax temperature."""
+    temperature: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """``distill``: softmax temperature (default: chosen on validation from a grid)."""
+    strength: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """``distill``: the weight of the distillation loss (default: chosen with the
+    temperature)."""
+    tolerance: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """How much worse than the parent's validation loss (relative) the merge may be and still
+    be applied."""
+    force: bool = False
+    """Apply the merge even when it is worse than the parent beyond ``tolerance``."""
     rest_max: int = Field(default=10_000, ge=1, le=100_000_000)
     """Samples of the rest of the training set used by the report (and by ``fisher`` and
     ``distill``)."""
 
     @model_validator(mode="after")
-    def _weights_apply(self) -> Merge:
+    def _options_apply(self) -> Merge:
         if self.weights is not None and self.method not in ("soup", "adapter"):
             raise ValueError(f"weights apply to soup and adapter merges, not {self.method!r}")
+        distilling = self.temperature is not None or self.strength is not None
+        if distilling and self.method != "distill":
+            raise ValueError(f"temperature and strength apply to distill, not {self.method!r}")
         return self
 
 

@@ -75,6 +75,7 @@ class Options:
     steps: int = 100
     lr: float | None = None
     temperature: float = 2.0
+    strength: float = 1.0
     optimizer: str = "sgd"
 
 
@@ -207,6 +208,7 @@ def _distill(
         temperature=options.temperature,
         optimizer=options.optimizer,  # type: ignore[arg-type]
         cancelled=data.cancelled,
+        strength=options.strength,
     )
     return Merged(student, stats=stats)
 
