@@ -150,6 +150,12 @@ def compare_arguments(parser: argparse.ArgumentParser) -> None:
         help="the forks to compare (default: all); a first name that names a live session is RUN",
     )
     parser.add_argument("--rest-max", type=int, default=10_000, metavar="N", help="(default 10000)")
+    parser.add_argument(
+        "--no-baselines",
+        dest="baselines",
+        action="store_false",
+        help="skip the rows of the model trained on for each fork's budget",
+    )
     parser.set_defaults(run=None, forks=[])
 
 
@@ -164,10 +170,15 @@ def split_run(names: Sequence[str]) -> tuple[str | None, list[str]]:
 
 
 def compare(client: Client, args: argparse.Namespace) -> Rendered:
-    data = client.compare(*args.forks, rest_max=args.rest_max)
+    data = client.compare(*args.forks, rest_max=args.rest_max, baselines=args.baselines)
     if data.get("cancelled"):
         return data, lambda: "compare: cancelled"
-    return data, lambda: render_table(data["targets"], data["rows"], "model")
+
+    def text() -> str:
+        table = render_table(data["targets"], data["rows"], "model")
+        return "\n".join([table, *(f"note: {n}" for n in data.get("notes") or ())])
+
+    return data, text
 
 
 def render_table(

@@ -80,15 +80,21 @@ class ForkCommands:
         """The session's forks: ``{"forks": [{name, run, status, selection, budget, …}]}``."""
         return self._call("forks")
 
-    def compare(self, *forks: str, rest_max: int = 10_000) -> dict[str, Any]:
+    def compare(
+        self, *forks: str, rest_max: int = 10_000, baselines: bool = True
+    ) -> dict[str, Any]:
         """The current model and ``forks`` (default: every fork with weights) on each fork's
         slice, the rest of the training set and the validation set.
 
+        With ``baselines``, also copies of the current model trained for each fork's budget
+        on the whole training set (``continue-<steps>``) and with the fork's slice
+        oversampled (``oversample-<fork>``): what the same compute gives without a fork.
+
         Returns:
             ``{targets: [{name, kind, split, samples}], rows: [{model, run, kind, loss,
-            accuracy}]}`` with ``loss`` and ``accuracy`` aligned with ``targets``.
+            accuracy}], notes}`` with ``loss`` and ``accuracy`` aligned with ``targets``.
         """
-        return self._call("compare", forks=list(forks), rest_max=rest_max)
+        return self._call("compare", forks=list(forks), rest_max=rest_max, baselines=baselines)
 
     def merge(
         self,

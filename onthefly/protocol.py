@@ -808,6 +808,9 @@ class Compare(CommandBase):
     rest_max: int = Field(default=10_000, ge=1, le=100_000_000)
     """The rest of the training set is evaluated on at most this many samples (a fixed
     random sample)."""
+    baselines: bool = True
+    """Add the rows a fork must beat: copies of the model trained on for each fork's budget,
+    plainly (``continue-<steps>``) and with its slice oversampled (``oversample-<fork>``)."""
 
 
 class Merge(CommandBase):

@@ -39,7 +39,7 @@ from torch import nn
 from onthefly.distributed.group import ControlGroup
 from onthefly.distributed.replicate import broadcast_module, broadcast_optimizer
 from onthefly.errors import ConfigurationError, SessionFileError
-from onthefly.forks import gate, merge_grid
+from onthefly.forks import baselines, gate, merge_grid
 from onthefly.forks.adapters import add_adapters
 from onthefly.forks.compare import Evaluator, Score, Target, targets
 from onthefly.forks.merge_grid import Chosen
@@ -115,7 +115,8 @@ def _evaluator(
 
 
 def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None:
-    """The ``compare`` command: one table, rows = models, columns = targets."""
+    """The ``compare`` command: one table, rows = models, columns = targets; with
+    ``baselines``, the parent trained on for each fork's budget (:mod:`.baselines`)."""
     command: Any = cmd.command
     trainer = boundary.trainer
     parts = spawner.parts(trainer)
@@ -125,17 +126,30 @@ def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
     started = time.perf_counter()
     try:
         evaluator = _evaluator(parts, records, command.rest_max, interrupts)
-        server = spawner.session.server
-        if server is not None:  # the main row is named after the run, as in the lineage
-            spawner.lineage.bind_main(server.main_run, spawner.session.run_name)
-        active = spawner.lineage.node(spawner.lineage.active)
+        active = active_node(spawner)
         rows = [{"model": active["name"], "run": active["run"], "kind": active["kind"]}]
         rows += [{"model": r.name, "run": r.run, "kind": "fork"} for r in records]
         scores = [evaluator.scores(parts.model)]
         for record in records:
             with parent_untouched():
                 scores.append(evaluator.scores(fork_model(spawner, parts.model, record)))
-        if any(s is None for s in scores):
+        notes: list[str] = []
+        if command.baselines:
+            planned, notes = baselines.plan(records, spawner.lineage.active, trainer.global_step)
+            by_name = {r.name: r for r in records}
+            for baseline in planned:
+                model, problem = baselines.train(
+                    trainer, parts, baseline, by_name[baseline.fork].indices, interrupts.check
+                )
+                if interrupts.cancelled:
+                    break
+                if model is None:
+                    notes.append(f"the baseline {baseline.name!r} failed: {problem}")
+                    continue
+                with parent_untouched():
+                    scores.append(evaluator.scores(model))
+                rows.append({**baseline.row(), "steps": baseline.steps})
+        if interrupts.cancelled or any(s is None for s in scores):
             cmd.reply(cancelled=True)
             return
         table = evaluator.table(scores)  # type: ignore[arg-type]
@@ -146,6 +160,7 @@ def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
             step=int(trainer.global_step),
             targets=table["targets"],
             rows=rows,
+            notes=notes,
             duration=time.perf_counter() - started,
         )
     finally:
@@ -268,12 +283,18 @@ def _commit(
     return _report(name, run, parent, records, command, built)
 
 
-def parent_name(spawner: ForkSpawner) -> str:
-    """The name of the lineage's active node (the model a merge starts from)."""
+def active_node(spawner: ForkSpawner) -> dict[str, Any]:
+    """The lineage's active node (the model the run trains now; the main node named after
+    the run, as in the lineage)."""
     server = spawner.session.server
     if server is not None:
         spawner.lineage.bind_main(server.main_run, spawner.session.run_name)
-    return str(spawner.lineage.node(spawner.lineage.active)["name"])
+    return spawner.lineage.node(spawner.lineage.active)
+
+
+def parent_name(spawner: ForkSpawner) -> str:
+    """The name of the lineage's active node (the model a merge starts from)."""
+    return str(active_node(spawner)["name"])
 
 
 def _report(
