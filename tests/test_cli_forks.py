@@ -27,7 +27,7 @@ def test_fork_compare_merge_discard_and_lineage(
             "forks": ["forks"],
             "compare": ["compare"],
             "compare_run": ["compare", "main", "hard"],
-            "soup": ["merge", "--method", "soup", "--from", "hard"],
+            "soup": ["merge", "--method", "soup", "--from", "hard", "--force"],
             "discard": ["discard-merge"],
             "greedy": ["merge", "main", "--method", "greedy", "--from", "hard", "--json"],
             "lineage": ["lineage"],
