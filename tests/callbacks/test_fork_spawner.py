@@ -442,7 +442,7 @@ def test_a_merge_worse_on_validation_is_reported_and_not_applied(onthefly_home: 
     assert "it was not applied" in refused["reason"]
     # The weights were chosen on the grid: the best validation score of it.
     grid = refused["grid"]
-    assert [g["weights"] for g in grid][0] == [0.75, 0.25] and len(grid) == 4
+    assert grid[0]["weights"] == [0.75, 0.25] and len(grid) == 4
     best = min(grid, key=lambda g: g["score"])
     assert refused["choice"] == {"weights": best["weights"]}
     assert best["score"] == pytest.approx(gate["merged"], rel=1e-6)
