@@ -219,7 +219,7 @@ def merge_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="T",
-        help="apply only if the validation loss rises by at most T (relative; default 0)",
+        help="apply only if validation (error rate, else loss) worsens by at most T (relative)",
     )
     parser.add_argument("--force", action="store_true", help="apply even if validation is worse")
 

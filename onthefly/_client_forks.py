@@ -130,7 +130,8 @@ class ForkCommands:
             lr: ``distill``: learning rate (default: the run's current one).
             temperature: ``distill``: softmax temperature (default: chosen on the grid).
             strength: ``distill``: weight of the distillation loss (default: on the grid).
-            tolerance: the relative rise of the validation loss a merge may bring.
+            tolerance: how much worse on validation (relative to the parent's error rate,
+                else its loss) an applied merge may be.
             force: apply the merge even when it fails that check.
             rest_max: samples of the rest of the training set used by the report.
 

@@ -838,8 +838,8 @@ class Merge(CommandBase):
     """``distill``: the weight of the distillation loss (default: chosen with the
     temperature)."""
     tolerance: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    """How much worse than the parent's validation loss (relative) the merge may be and still
-    be applied."""
+    """How much worse than the parent's on validation (relative to its error rate for class
+    targets, else its loss) the merge may be and still be applied."""
     force: bool = False
     """Apply the merge even when it is worse than the parent beyond ``tolerance``."""
     rest_max: int = Field(default=10_000, ge=1, le=100_000_000)

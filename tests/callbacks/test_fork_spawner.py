@@ -414,8 +414,9 @@ def test_an_export_keeps_the_lineage_and_the_fork_weights(
 
 
 def test_a_merge_worse_on_validation_is_reported_and_not_applied(onthefly_home: Path) -> None:
-    """On the synthetic task a soup of parent and specialist raises the validation loss (the
-    weights are chosen on the grid): by default it is refused, the parent left bit for bit."""
+    """On the synthetic task every soup of parent and specialist (the weights chosen on the
+    grid) gets more validation samples wrong: by default it is refused, the parent left bit
+    for bit."""
     seen: dict[str, Any] = {}
 
     def script(client: LiveClient, trainer: Any) -> None:
@@ -435,24 +436,31 @@ def test_a_merge_worse_on_validation_is_reported_and_not_applied(onthefly_home: 
     refused = seen["refused"]
     assert refused["applied"] is False and refused["run"] is None
     gate = refused["gate"]
-    assert gate["target"] == "val" and gate["tolerance"] == 0 and gate["passed"] is False
-    assert gate["merged"] > gate["parent"]
-    assert gate["parent"] == pytest.approx(refused["before"]["loss"][2])
-    assert gate["merged"] == pytest.approx(refused["after"]["loss"][2])
+    assert (gate["target"], gate["metric"], gate["tolerance"]) == ("val", "error", 0)
+    assert gate["passed"] is False
+    val = 2  # the validation column of the before/after table
+    assert gate["parent"]["error"] == pytest.approx(1 - refused["before"]["accuracy"][val])
+    assert gate["merged"]["error"] == pytest.approx(1 - refused["after"]["accuracy"][val])
+    assert gate["merged"]["loss"] == pytest.approx(refused["after"]["loss"][val])
+    assert (gate["merged"]["error"], gate["merged"]["loss"]) > (
+        gate["parent"]["error"],
+        gate["parent"]["loss"],
+    )
     assert "it was not applied" in refused["reason"]
     # The weights were chosen on the grid: the best validation score of it.
     grid = refused["grid"]
     assert grid[0]["weights"] == [0.75, 0.25] and len(grid) == 4
     best = min(grid, key=lambda g: g["score"])
     assert refused["choice"] == {"weights": best["weights"]}
-    assert best["score"] == pytest.approx(gate["merged"], rel=1e-6)
+    assert best["score"] == pytest.approx(gate["merged"]["error"], abs=1e-6)
     assert [n["name"] for n in seen["lineage"]["nodes"]] == ["main", "hard"]
     assert seen["discard"][0] == "invalid_state"
     tolerated = seen["tolerated"]
     assert tolerated["applied"] is True and tolerated["gate"]["passed"] is True
     assert tolerated["run"] is not None
     greedy = seen["greedy"]  # greedy soup never scores worse than where it starts
-    assert greedy["applied"] is True and greedy["gate"]["merged"] <= greedy["gate"]["parent"]
+    assert greedy["applied"] is True
+    assert greedy["gate"]["merged"]["error"] <= greedy["gate"]["parent"]["error"]
 
 
 def test_compare_baselines_train_copies_and_leave_the_parent_bit_identical(
