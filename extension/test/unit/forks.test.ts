@@ -283,6 +283,9 @@ test('the merge dialog becomes one merge command, or says what is wrong', () => 
   });
   assert.deepEqual(mergeCommand({ ...mergeForm, method: 'distill', steps: '0' }), { error: 'distillation steps "0" is not a whole number >= 1' });
   assert.deepEqual(mergeCommand({ ...mergeForm, method: 'distill', temperature: '0' }), { error: 'temperature "0" is not a number > 0' });
+  assert.deepEqual(mergeCommand({ ...mergeForm, method: 'distill', temperature: ' ' }), {
+    command: { type: 'merge', method: 'distill', forks: ['hard'], optimizer: 'keep', steps: 100 },
+  });
   assert.match((mergeCommand({ ...mergeForm, name: 'a/b' }) as { error: string }).error, /^merge name "a\/b" is not a valid name/);
 });
 
