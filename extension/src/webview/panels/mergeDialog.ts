@@ -89,7 +89,6 @@ export class MergeDialog {
     this.help.textContent = METHOD_HELP[method];
     const weighted = method === 'soup' || method === 'adapter';
     for (const el of this.weightsRow) el.hidden = !weighted;
-    this.weights.placeholder = 'chosen on validation';
     for (const el of this.distillRows) el.hidden = method !== 'distill';
     const checked = new Set(this.chosen());
     const forks = mergeableForks(this.lineage, method);
