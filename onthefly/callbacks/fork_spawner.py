@@ -4,12 +4,16 @@ Commands (all on the training thread; see ``docs/forks.md``):
 
 * ``fork`` (paused runs only): a copy of the model trained on a slice of the training set
   for a budget, streaming into a child run, the parent untouched (:mod:`onthefly.forks.spawn`);
+  optionally with batches of the rest replayed (:mod:`onthefly.forks.mixing`), and warned
+  when the slice covers few classes (:mod:`onthefly.forks.coverage`);
 * ``forks`` and ``lineage``: the forks of the session and the DAG of its models;
 * ``compare``: the current model and forks evaluated on each fork's slice, the rest of the
-  training set and the validation set (:mod:`onthefly.forks.compare`);
-* ``merge`` (paused): the parent merged with forks, loaded into the run's model in place,
-  with a before/after report; ``discard_merge`` undoes it while still paused
-  (:mod:`onthefly.forks.merge_command`).
+  training set and the validation set (:mod:`onthefly.forks.compare`), beside copies of the
+  model trained on for each fork's budget (:mod:`onthefly.forks.baselines`);
+* ``merge`` (paused): the parent merged with forks (weights chosen on validation,
+  :mod:`onthefly.forks.merge_grid`), loaded into the run's model in place unless it is worse
+  on validation (:mod:`onthefly.forks.gate`), with a before/after report; ``discard_merge``
+  undoes it while still paused (:mod:`onthefly.forks.merge_command`).
 
 While a fork, a comparison or a merge runs, a ``cancel`` stops it and other commands wait
 (:class:`~onthefly.forks.run.LongCommand`). In a distributed run of the native trainer these

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler, WeightedRandomSampler
 
@@ -121,8 +122,8 @@ def replay_loader(
     Raises:
         ConfigurationError: ``replay`` outside ``[0, 1)``, or no sample outside the slice.
     """
-    taken = set(slice_ids)
-    rest = [i for i in range(len(loader.dataset)) if i not in taken]  # type: ignore[arg-type]
+    everything = np.arange(len(loader.dataset))  # type: ignore[arg-type]
+    rest = np.setdiff1d(everything, np.asarray(list(slice_ids), dtype=np.int64)).tolist()
     size = batch_size_of(loader, batch_size)
     sampler = ReplaySampler(slice_ids, rest, size, replay, generator_copy(loader.generator))
     return _sampled(loader, sampler, size, persistent_workers)

@@ -359,6 +359,7 @@ def test_lightning_forks_leave_the_parent_trainer_untouched(onthefly_home: Path)
         metrics = dict(trainer.callback_metrics)
         seen["fork"] = _fork(client, "hard")
         seen["lora"] = _fork(client, "lora", adapter_rank=2)
+        seen["compare"] = reply(client.call("compare", forks=["hard"]))  # baselines train too
         assert_same(before, parent_state(trainer, module), "parent")
         assert_same(loops, trainer.fit_loop.state_dict(), "loops")
         assert_same(metrics, dict(trainer.callback_metrics), "callback_metrics")
@@ -370,6 +371,8 @@ def test_lightning_forks_leave_the_parent_trainer_untouched(onthefly_home: Path)
     assert fork["status"] == "done" and fork["steps"] == 20
     assert fork["slice_loss"] < fork["parent_slice_loss"]
     assert seen["lora"]["status"] == "done"
+    rows = [r["model"] for r in seen["compare"]["rows"]]
+    assert rows == ["main", "hard", "continue-20", "oversample-hard"]
     assert seen["merge"]["after"]["loss"][0] < seen["merge"]["before"]["loss"][0]
     assert run.trainer.global_step == PAUSE_AT + 20
     assert run.client is not None
