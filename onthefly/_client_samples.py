@@ -46,12 +46,16 @@ class SampleCommands:
         self, split: str = "train", name: str | None = None, **criterion: Any
     ) -> dict[str, Any]:
         """Make a named selection by one criterion: ``top=K``, ``loss_min``/``loss_max``,
-        ``quantile=Q``, ``region="easy"|"ambiguous"|"hard"`` (with ``fraction``), or
-        ``clusters=K`` (with ``cluster``); ``source`` picks the data.
+        ``quantile=Q``, ``region="easy"|"ambiguous"|"hard"|"mislabeled"`` (with ``fraction``
+        or ``size``; ``with_correctness=True`` for ``mislabeled``), a box on the data map
+        (``confidence_min``, ``confidence_max``, ``variability_min``, ``variability_max``),
+        or ``clusters=K`` (with ``cluster``); ``source`` picks the data.
 
         Example:
             >>> run.select(split="val", quantile=0.9, name="tail")["size"]  # doctest: +SKIP
             100
+            >>> run.select(region="mislabeled", name="suspects")["size"]  # doctest: +SKIP
+            151
         """
         return self._call("select", split=split, name=name, **criterion)
 

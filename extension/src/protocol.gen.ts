@@ -687,7 +687,8 @@ export interface Quantiles {
 }
 /**
  * Make a named selection of samples by exactly one criterion: ``top``, a loss range
- * (``loss_min`` / ``loss_max``), ``quantile``, ``region`` or ``clusters``.
+ * (``loss_min`` / ``loss_max``), ``quantile``, ``region``, a data-map box
+ * (``confidence_min`` … ``variability_max``) or ``clusters``.
  *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "Select".
@@ -695,18 +696,24 @@ export interface Quantiles {
 export interface Select {
   cluster?: number;
   clusters?: number | null;
-  fraction?: number;
+  confidence_max?: number | null;
+  confidence_min?: number | null;
+  fraction?: number | null;
   id: string;
   loss_max?: number | null;
   loss_min?: number | null;
   name?: string | null;
   quantile?: number | null;
-  region?: ('easy' | 'ambiguous' | 'hard') | null;
+  region?: ('easy' | 'ambiguous' | 'hard' | 'mislabeled') | null;
   run?: string | null;
+  size?: number | null;
   source?: ('training' | 'scan') | null;
   split?: 'train' | 'val' | 'test';
   top?: number | null;
   type: 'select';
+  variability_max?: number | null;
+  variability_min?: number | null;
+  with_correctness?: boolean;
 }
 /**
  * The run's selections (names, criteria, sizes).
@@ -792,8 +799,10 @@ export interface Fork {
   batch_size?: number | null;
   cluster?: number;
   clusters?: number | null;
+  confidence_max?: number | null;
+  confidence_min?: number | null;
   epochs?: number | null;
-  fraction?: number;
+  fraction?: number | null;
   id: string;
   indices?: [number, ...number[]] | null;
   loss_max?: number | null;
@@ -802,13 +811,18 @@ export interface Fork {
   name?: string | null;
   optimizer?: 'fresh' | 'clone';
   quantile?: number | null;
-  region?: ('easy' | 'ambiguous' | 'hard') | null;
+  region?: ('easy' | 'ambiguous' | 'hard' | 'mislabeled') | null;
+  replay?: number;
   run?: string | null;
   selection?: string | null;
+  size?: number | null;
   source?: ('training' | 'scan') | null;
   steps?: number | null;
   top?: number | null;
   type: 'fork';
+  variability_max?: number | null;
+  variability_min?: number | null;
+  with_correctness?: boolean;
 }
 /**
  * The run's forks (name, run, slice, budget, status, losses).
@@ -829,6 +843,7 @@ export interface Forks {
  * via the `definition` "Compare".
  */
 export interface Compare {
+  baselines?: boolean;
   /**
    * @maxItems 32
    */
@@ -847,6 +862,7 @@ export interface Compare {
  * via the `definition` "Merge".
  */
 export interface Merge {
+  force?: boolean;
   /**
    * @minItems 1
    * @maxItems 32
@@ -860,7 +876,9 @@ export interface Merge {
   rest_max?: number;
   run?: string | null;
   steps?: number;
-  temperature?: number;
+  strength?: number | null;
+  temperature?: number | null;
+  tolerance?: number;
   type: 'merge';
   weights?: number[] | null;
 }

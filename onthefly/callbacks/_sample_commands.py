@@ -150,7 +150,19 @@ def criterion_of(command: Any) -> Criterion:
     if command.quantile is not None:
         return Criterion("quantile", q=command.quantile)
     if command.region is not None:
-        return Criterion("region", region=command.region, fraction=command.fraction)
+        return Criterion(
+            "region",
+            region=command.region,
+            fraction=command.fraction,
+            size=command.size,
+            with_correctness=command.with_correctness,
+        )
+    if command.box_given():
+        return Criterion(
+            "box",
+            confidence=(command.confidence_min, command.confidence_max),
+            variability=(command.variability_min, command.variability_max),
+        )
     if command.clusters is not None:
         return Criterion("cluster", k=command.clusters, cluster=command.cluster)
     return Criterion("range", loss_min=command.loss_min, loss_max=command.loss_max)

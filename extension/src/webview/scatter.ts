@@ -78,7 +78,8 @@ export interface ScatterStyle {
   yLabel: string;
 }
 
-const MARGIN = { left: 34, bottom: 18, top: 4, right: 6 };
+/** The plot's margins around the points, in CSS pixels (the axis labels sit in them). */
+export const MARGIN = { left: 34, bottom: 18, top: 4, right: 6 };
 
 /** Draw `points` over `extent` filling `canvas` (backing size = CSS size × dpr). */
 export function drawScatter(canvas: HTMLCanvasElement, points: ScatterPoints, extent: Extent, style: ScatterStyle): void {

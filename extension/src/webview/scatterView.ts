@@ -23,6 +23,8 @@ export class ScatterView {
   readonly caption = h('p', { class: 'muted plot-caption' });
   readonly element: HTMLElement;
   private cloud: PointCloud | null = null;
+  /** The extent of the last draw (`null` with nothing drawn): what a position on it means. */
+  extent: Extent | null = null;
 
   constructor(private readonly spec: ScatterSpec) {
     this.canvas = h('canvas', { class: 'plot-canvas', 'data-testid': spec.testId });
@@ -49,6 +51,7 @@ export class ScatterView {
     const cloud = this.cloud;
     this.canvas.dataset.points = cloud ? String(cloud.points.x.length) : '';
     this.canvas.dataset.total = cloud ? String(cloud.total) : '';
+    this.extent = null;
     if (!cloud) {
       this.canvas.getContext('2d')?.clearRect(0, 0, this.canvas.width, this.canvas.height);
       return;
@@ -62,5 +65,6 @@ export class ScatterView {
     };
     const extent = this.spec.extent?.(cloud) ?? extentOf(cloud.points.x, cloud.points.y);
     drawScatter(this.canvas, cloud.points, extent, style);
+    this.extent = extent;
   }
 }
