@@ -1,4 +1,8 @@
-"""Runs for the resume tests: a noisy dataset, dropout, shuffling, both drivers."""
+"""Runs for the resume tests: a noisy dataset, dropout, shuffling, both drivers.
+
+``generator=True`` gives the training loader a generator of its own (its order and its
+workers' seeds then come from it, not from the global generator).
+"""
 
 from __future__ import annotations
 
@@ -30,8 +34,9 @@ class Noisy(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return self.x[i] + 0.1 * torch.randn(6), self.y[i]
 
 
-def data(workers: int = 0) -> DataLoader[Any]:
-    return DataLoader(Noisy(), batch_size=8, shuffle=True, num_workers=workers)
+def data(workers: int = 0, generator: bool = False) -> DataLoader[Any]:
+    own = torch.Generator().manual_seed(7) if generator else None
+    return DataLoader(Noisy(), batch_size=8, shuffle=True, num_workers=workers, generator=own)
 
 
 def net() -> nn.Module:
@@ -55,7 +60,11 @@ class Losses(pl.Callback):
 
 
 def native_run(
-    steps: int, workers: int = 0, losses: Losses | None = None, resume_from: Path | None = None
+    steps: int,
+    workers: int = 0,
+    losses: Losses | None = None,
+    resume_from: Path | None = None,
+    generator: bool = False,
 ) -> Losses:
     """A native run to ``steps`` optimizer steps (6 batches per epoch)."""
     losses = losses or Losses()
@@ -70,7 +79,7 @@ def native_run(
         model=model,
         optimizer=optimizer,
         loss_fn=nn.CrossEntropyLoss(),
-        train_loader=data(workers),
+        train_loader=data(workers, generator),
         scheduler=scheduler,
         scheduler_interval="step",
         resume_from=resume_from,
@@ -94,8 +103,14 @@ class Module(pl.LightningModule):
 
 
 def lightning_run(
-    steps: int, workers: int = 0, losses: Losses | None = None, resume_from: Path | None = None
+    steps: int,
+    workers: int = 0,
+    losses: Losses | None = None,
+    resume_from: Path | None = None,
+    generator: bool = False,
+    attach: bool = True,
 ) -> Losses:
+    """A Lightning run to ``steps`` steps; ``attach=False`` runs it without OnTheFly."""
     losses = losses or Losses()
     torch.manual_seed(99)
     trainer = pl.Trainer(
@@ -108,6 +123,7 @@ def lightning_run(
         num_sanity_val_steps=0,
         callbacks=[losses],
     )
-    onthefly.attach_lightning(trainer, project="resume", quiet=True, resume_from=resume_from)
-    trainer.fit(Module(), train_dataloaders=data(workers))
+    if attach:
+        onthefly.attach_lightning(trainer, project="resume", quiet=True, resume_from=resume_from)
+    trainer.fit(Module(), train_dataloaders=data(workers, generator))
     return losses
