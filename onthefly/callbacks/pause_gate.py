@@ -32,6 +32,7 @@ from onthefly.callbacks._consensus import distributed
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
 from onthefly.distributed.control import HOLD, HOLD_END, RUN, STOP
+from onthefly.sessions import loaders
 
 if TYPE_CHECKING:
     from onthefly.server import PendingCommand
@@ -69,14 +70,25 @@ class PauseGate(Callback):
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
-        # Commands that came in during validation or the epoch change; in a distributed run
-        # they wait for the batch end, where all ranks agree.
+        # Commands that came in during validation, the epoch change or the batch's fetch; in
+        # a distributed run they wait for the batch end, where all ranks agree.
         session = self.session
         waiting = session.state == "paused" or session.has_commands()
-        if waiting and not distributed(trainer):
-            boundary = Boundary(trainer, pl_module)
-            session.drain(boundary)
-            self._wait(boundary)
+        if not waiting or distributed(trainer):
+            return
+        if session.state != "paused" and not loaders.exact(trainer, batch_idx):
+            # The batch was fetched in this process without its RNG state kept (the command
+            # came during the fetch): an export here could not replay it, so the commands
+            # run at this batch's end.
+            return
+        boundary = Boundary(trainer, pl_module)
+        session.drain(boundary)
+        self._wait(boundary)
+        if trainer.should_stop:
+            # Stopped while held here: the fetched batch is not trained on. Lightning's epoch
+            # loop (2.6), and the native loop alike, end the epoch on this, as on a -1
+            # returned by the module's hook.
+            raise StopIteration
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
@@ -84,10 +96,12 @@ class PauseGate(Callback):
         # The Boundary is built only when something happens here: most steps just go on.
         session = self.session
         if session.ranks.active:
+            limits.apply_deferred(trainer, batch_idx=batch_idx)
             self._at_round(trainer, pl_module, batch_idx)
             return
         if session.has_commands():
             session.drain(Boundary(trainer, pl_module))
+        limits.apply_deferred(trainer, batch_idx=batch_idx)
         if (
             self.hold_at_end
             and not trainer.should_stop
@@ -97,6 +111,13 @@ class PauseGate(Callback):
         if session.state == "paused":
             self._wait(Boundary(trainer, pl_module))
         self._at_end = False
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        # An epoch limit is reached here when the loader's length did not tell at its last batch.
+        limits.apply_deferred(trainer, at_epoch_end=True)
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        limits.forget_deferred(trainer)
 
     # ------------------------------------------------------------------ the boundary
 
@@ -165,28 +186,38 @@ class PauseGate(Callback):
             )
             return
         if epochs is not None or steps is not None:
-            current = limits.read_limits(trainer)
             new = limits.extended(
-                current,
+                limits.read_limits(trainer),
                 epoch=int(trainer.current_epoch),
                 step=int(trainer.global_step),
                 epochs=epochs,
                 at_end=self._at_end,
                 steps=steps,
             )
-            limits.write_limits(trainer, new)
+            if new is None:  # placed at the planned end, once the run gets there
+                limits.defer(trainer, epochs, steps)
+            else:
+                limits.write_limits(trainer, new)
         if self.session.state == "paused":
             self.session.set_state("running", trainer, "resume command")
         new_limits = limits.read_limits(trainer)
+        waiting = limits.deferred(trainer)
         cmd.reply(
             **self.session.position(trainer),
             max_epochs=new_limits.max_epochs,
             max_steps=new_limits.max_steps,
+            **({} if waiting is None else {"after_end": _extension_fields(waiting)}),
         )
 
     def _stop(self, boundary: Boundary, cmd: PendingCommand) -> None:
         boundary.trainer.should_stop = True
         cmd.reply(**self.session.position(boundary.trainer), stopping=True)
+
+
+def _extension_fields(extension: limits.Extension) -> dict[str, int]:
+    """A deferred extension as a reply field: what is added once the planned end is reached."""
+    fields = {"epochs": extension.epochs, "steps": extension.steps}
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def keep_alive_wanted(keep_alive: bool | None, has_clients: bool) -> bool:
