@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 import onthefly
-from tests.callbacks.commanding import session_of
+from tests.callbacks.commanding import send_now
 from tests.callbacks.conftest import Connect
 from tests.native.handwritten import Noisy
 
@@ -131,14 +130,8 @@ class PauseExportStop(pl.Callback):
             return
         client = self.connect.client
         assert client is not None
-        inbox = session_of(trainer).server.inbox
-        waiting = inbox.qsize()
         commands = [("pause", {}), ("export", {"path": str(self.path)}), ("stop", {})]
-        self.ids = [client.send(kind, **fields) for kind, fields in commands]
-        deadline = time.monotonic() + 30
-        while inbox.qsize() < waiting + len(self.ids):
-            assert time.monotonic() < deadline, "the commands never reached the inbox"
-            time.sleep(0.002)
+        self.ids = send_now(trainer, client, commands)
 
     def answers(self) -> list[dict[str, Any]]:
         client = self.connect.client

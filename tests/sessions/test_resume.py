@@ -13,7 +13,7 @@ from torch import nn
 
 from onthefly.errors import SessionFileError
 from onthefly.sessions.archive import SessionArchive
-from tests.sessions.training import Losses, lightning_run, native_run
+from tests.sessions.training import Losses, Noisy, lightning_run, native_run
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 15  # 6 batches per epoch: the export at step 8 is in the middle of epoch 1
@@ -101,3 +101,21 @@ def test_lightning_resumes_its_first_epoch_with_the_loader_s_own_generator(
     first = lightning_run(3, workers, Losses(export_at=3, path=path), generator=True).losses
     rest = lightning_run(STEPS, workers, resume_from=path, generator=True).losses
     assert first + rest == full
+
+
+@pytest.mark.parametrize("run", [native_run, lightning_run], ids=["native", "lightning"])
+def test_the_per_sample_store_resumes_as_the_uninterrupted_run_s(run, tmp_path: Path) -> None:
+    # Shuffled, two workers, exported in the middle of an epoch.
+    path = tmp_path / "mid.otf"
+    full = run(STEPS, 2)
+    run(EXPORT_AT, 2, Losses(export_at=EXPORT_AT, path=path))
+    resumed = run(STEPS, 2, resume_from=path)
+
+    expected, got = full.store["training"], resumed.store["training"]
+    assert set(got) == set(expected)
+    for name, value in expected.items():
+        assert torch.equal(torch.as_tensor(got[name]), torch.as_tensor(value)), name
+    # Every sample was credited to its own index: its stored label is its dataset label.
+    labels = got["label"][: len(Noisy())].numpy()
+    assert (labels == Noisy().y.numpy()).all()
+    assert int(got["count"].sum()) == STEPS * 8  # every sample of every step, once

@@ -12,7 +12,6 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from torch import nn
-from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
 import onthefly
@@ -45,11 +44,18 @@ def net() -> nn.Module:
 
 
 class Losses(pl.Callback):
-    """Records each step's loss; exports the session after ``export_at`` steps."""
+    """Records each step's loss; exports the session after ``export_at`` steps. At the end
+    of fit it keeps the per-sample store's state (``store``)."""
 
     def __init__(self, export_at: int | None = None, path: Path | None = None) -> None:
         self.losses: list[float] = []
         self.export_at, self.path = export_at, path
+        self.store: dict[str, Any] = {}
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        otf = next((cb for cb in trainer.callbacks if isinstance(cb, OnTheFly)), None)
+        if otf is not None and otf.sample_tracker is not None:  # state_dict folds the buffer
+            self.store = otf.sample_tracker.state_dict()["store"]
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
@@ -65,13 +71,18 @@ def native_run(
     losses: Losses | None = None,
     resume_from: Path | None = None,
     generator: bool = False,
+    extra: tuple[Any, ...] = (),
 ) -> Losses:
     """A native run to ``steps`` optimizer steps (6 batches per epoch)."""
     losses = losses or Losses()
     torch.manual_seed(99)  # a different global state each time: a resume must not depend on it
     model = net()
     trainer = onthefly.Trainer(
-        project="resume", max_steps=steps, callbacks=[losses], progress_bar=False, quiet=True
+        project="resume",
+        max_steps=steps,
+        callbacks=[losses, *extra],
+        progress_bar=False,
+        quiet=True,
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
@@ -91,10 +102,11 @@ class Module(pl.LightningModule):
     def __init__(self) -> None:
         super().__init__()
         self.net = net()
+        self.loss = nn.CrossEntropyLoss()
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, y = batch
-        return F.cross_entropy(self.net(x), y)
+        return self.loss(self.net(x), y)
 
     def configure_optimizers(self) -> Any:
         optimizer = torch.optim.Adam(self.parameters(), lr=0.01)
@@ -109,6 +121,7 @@ def lightning_run(
     resume_from: Path | None = None,
     generator: bool = False,
     attach: bool = True,
+    extra: tuple[Any, ...] = (),
 ) -> Losses:
     """A Lightning run to ``steps`` steps; ``attach=False`` runs it without OnTheFly."""
     losses = losses or Losses()
@@ -121,9 +134,12 @@ def lightning_run(
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        callbacks=[losses],
+        callbacks=[losses, *extra],
     )
+    module = Module()
     if attach:
-        onthefly.attach_lightning(trainer, project="resume", quiet=True, resume_from=resume_from)
-    trainer.fit(Module(), train_dataloaders=data(workers, generator))
+        onthefly.attach_lightning(
+            trainer, project="resume", quiet=True, resume_from=resume_from, loss_fn=module.loss
+        )
+    trainer.fit(module, train_dataloaders=data(workers, generator))
     return losses
