@@ -234,6 +234,8 @@ class Trainer:
         counts the optimizer's real steps in ``global_step`` and fires
         ``on_before_optimizer_step`` before each; ``state.backward(loss)`` fires the backward
         hooks. The returned dict must hold ``"loss"``; other keys go to ``callback_metrics``.
+        ``state`` reads as attributes (``state.optimizer``) or as a mapping
+        (``state["optimizer"]``, as steps written for the original OnTheFly do).
 
         Args:
             fn: the step function; returned unchanged.
