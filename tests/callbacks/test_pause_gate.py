@@ -16,7 +16,7 @@ from torch import nn
 import onthefly
 from onthefly import OnTheFly
 from onthefly.callbacks.pause_gate import keep_alive_wanted
-from tests.callbacks.commanding import send_now
+from tests.callbacks.commanding import CommandsAt, send_now
 from tests.callbacks.conftest import Connect
 from tests.callbacks.live import LiveClient, session_files, wait_for_session
 from tests.callbacks.models import Tiny, lightning_trainer, loader
@@ -311,3 +311,69 @@ def test_a_command_that_arrives_during_a_fetch_waits_for_that_batch_s_end(
     assert len(first) == 4
     rest = native_noisy([], SendingWhileFetched(), resume_from=path)
     assert first + rest == full
+
+
+# --- extending a run before its end -------------------------------------------------------
+
+
+def fit_limited(driver: str, callbacks: list[Any], **limits: Any) -> Any:
+    """8 batches per epoch under ``driver``, with the given limits."""
+    torch.manual_seed(0)
+    if driver == "lightning":
+        trainer = lightning_trainer(
+            callbacks=[OnTheFly(project="tests", port=0, quiet=True), *callbacks],
+            num_sanity_val_steps=0,
+            **limits,
+        )
+        trainer.fit(Tiny(), loader(64, shuffle=True), loader(16, seed=1))
+        return trainer
+    trainer = onthefly.Trainer(
+        project="tests", progress_bar=False, callbacks=callbacks, port=0, quiet=True, **limits
+    )
+    model = nn.Linear(8, 2)
+    trainer.fit(
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        loss_fn=nn.CrossEntropyLoss(),
+        train_loader=loader(64, shuffle=True),
+    )
+    return trainer
+
+
+@pytest.mark.parametrize("paused", [False, True], ids=["running", "paused"])
+@pytest.mark.parametrize("driver", ["native", "lightning"])
+def test_more_steps_for_a_run_planned_in_epochs_come_after_its_planned_end(
+    driver: str, paused: bool, onthefly_home: Path
+) -> None:
+    connect = Connect(onthefly_home)
+    commands = [("pause", {})] if paused else []
+    send = CommandsAt(connect, 3, *commands, ("resume", {"steps": 5}))
+    trainer = fit_limited(driver, [connect, send], max_epochs=2)
+    reply = send.answers()[-1]["data"]
+    connect.finished().close()
+    assert (reply["max_epochs"], reply["max_steps"]) == (2, -1)  # the plan stands …
+    assert reply["after_end"] == {"steps": 5}  # … and 5 steps follow it
+    assert trainer.global_step == 2 * 8 + 5
+
+
+@pytest.mark.parametrize("paused", [False, True], ids=["running", "paused"])
+def test_more_epochs_for_a_run_planned_in_steps_come_after_its_planned_end(
+    paused: bool, onthefly_home: Path
+) -> None:
+    connect = Connect(onthefly_home)
+    commands = [("pause", {})] if paused else []
+    send = CommandsAt(connect, 3, *commands, ("resume", {"epochs": 1}))
+    trainer = fit_limited("native", [connect, send], max_steps=10)
+    connect.finished().close()
+    # Step 10 is in epoch 1: that epoch ends, then one more.
+    assert (trainer.current_epoch, trainer.global_step) == (3, 3 * 8)
+
+
+def test_an_extension_in_the_unit_of_the_plan_moves_it_at_once(onthefly_home: Path) -> None:
+    connect = Connect(onthefly_home)
+    send = CommandsAt(connect, 3, ("resume", {"epochs": 1}))
+    trainer = fit_limited("native", [connect, send], max_epochs=2)
+    reply = send.answers()[-1]["data"]
+    connect.finished().close()
+    assert (reply["max_epochs"], "after_end" in reply) == (3, False)
+    assert trainer.global_step == 3 * 8
