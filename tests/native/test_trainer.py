@@ -297,3 +297,36 @@ def test_evaluation_before_fit_or_without_loader_is_an_error(fit_kwargs: dict[st
     trainer.fit(**{**fit_kwargs, "val_loader": None})
     with pytest.raises(ConfigurationError, match="found no val_loader"):
         trainer.run_validation()
+
+
+@pytest.mark.parametrize(
+    ("options", "val_loader", "said"),
+    [
+        ({}, True, True),  # a val_loader and no val_every_n_epochs: off, and said so
+        ({"val_every_n_epochs": 0}, True, False),  # explicitly off
+        ({"val_every_n_epochs": 1}, True, False),
+        ({}, False, False),
+    ],
+)
+def test_fit_says_when_a_given_val_loader_is_not_used(
+    options: dict[str, Any],
+    val_loader: bool,
+    said: bool,
+    fit_kwargs: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    validations = Recorder(["on_validation_start"])
+    if not val_loader:
+        fit_kwargs.pop("val_loader")
+    bare(callbacks=[validations], **options).fit(**fit_kwargs)
+    lines = [r.getMessage() for r in caplog.records if "validation is off" in r.getMessage()]
+    assert lines == (
+        [
+            "validation is off: fit() got a val_loader, but the Trainer no "
+            "val_every_n_epochs; pass onthefly.Trainer(val_every_n_epochs=1) to run it"
+        ]
+        if said
+        else []
+    )
+    ran = options.get("val_every_n_epochs", 0) > 0
+    assert validations.calls == ([("on_validation_start",)] if ran else [])
