@@ -2,9 +2,9 @@
 
 A pytorch/examples-style script: each epoch trains on a shuffled loader (dropout, SGD with
 momentum, a StepLR stepped per epoch), then evaluates a ``shuffle=False`` validation loader;
-a test pass at the end. Whatever the loaders draw from (the global generator, or a
-generator of their own), :func:`onthefly_run` must give the numbers of :func:`plain_run`
-bit for bit.
+a test pass at the end. With ``generator=True`` every loader has a generator of its own.
+Whatever the loaders draw from (the global generator, or their own), :func:`onthefly_run`
+must give the numbers of :func:`plain_run` bit for bit.
 """
 
 from __future__ import annotations
@@ -55,8 +55,10 @@ def setup(generator: bool = False, workers: int = 0, noisy_eval: bool = True) ->
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
     own = torch.Generator().manual_seed(1) if generator else None
     train = DataLoader(Noisy(48, 0), batch_size=8, shuffle=True, generator=own, num_workers=workers)
-    val = DataLoader(Noisy(20, 1, noisy_eval), batch_size=8)
-    test = DataLoader(Noisy(12, 2, noisy_eval), batch_size=5)
+    val_own = torch.Generator().manual_seed(2) if generator else None
+    test_own = torch.Generator().manual_seed(3) if generator else None
+    val = DataLoader(Noisy(20, 1, noisy_eval), batch_size=8, generator=val_own)
+    test = DataLoader(Noisy(12, 2, noisy_eval), batch_size=5, generator=test_own)
     torch.manual_seed(123)  # the script's seed, after building
     return Setup(model, optimizer, scheduler, train, val, test)
 
