@@ -78,8 +78,8 @@ class TrainingStats:
             return
         ids = chunk.ids[keep]
         self._grow(int(ids.max()) + 1)
-        columns = (chunk.loss[keep], chunk.step[keep], chunk.epoch[keep])
-        columns += (chunk.correct[keep], chunk.label[keep])
+        columns = [chunk.loss, chunk.step, chunk.epoch, chunk.correct, chunk.label]
+        columns = [column[keep] for column in columns]
         for rows in _rounds(ids, self.size):
             self._fold(ids[rows], *(column[rows] for column in columns))
         self.last_step = max(self.last_step, int(chunk.step.max()))
