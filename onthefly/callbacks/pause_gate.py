@@ -5,11 +5,15 @@ the run is running): a command that arrives during step ``s`` takes effect when 
 ends, so a pause is acknowledged with the step it holds at. While paused, the thread waits
 at that boundary and keeps running the commands that need a quiet model (``test``, …) until
 ``resume`` or ``stop``. A stop is graceful: ``trainer.should_stop = True`` ends ``fit``
-normally, so ``on_train_end`` and ``on_fit_end`` still run.
+normally, so ``on_train_end`` and ``on_fit_end`` still run; a stop that reaches the run
+held at a batch's start (commands that came during validation, the epoch change or the
+fetch) also ends the epoch before that batch trains.
 
 With ``hold_at_end`` the gate also holds, paused, at the last step of the run (after the
 final test), so the user can keep interacting and extend training with
-``resume(epochs=N)`` or ``resume(steps=N)``.
+``resume(epochs=N)`` or ``resume(steps=N)``. Before the end, such a request adds to the
+planned end (see :mod:`onthefly.callbacks.limits`): at once when the limits can say where
+that is, else once the run reaches it.
 
 In a distributed run only global rank 0 receives commands. The gate then acts at the
 control rounds of :class:`~onthefly.distributed.control.RankSync` (every few batches, the
