@@ -46,10 +46,12 @@ wheel: install
 test-python: install
 	$(PY) -m pytest --benchmark-skip -q -m "not stress"
 
-# The long hardening runs: 10,000 fuzzed frames, 4 clients for 10 minutes (ONTHEFLY_LOAD_SECONDS).
+# The long hardening runs: 10,000 fuzzed frames, 4 clients for 10 minutes (ONTHEFLY_LOAD_SECONDS);
+# and 52 random pause points resumed in new processes.
 stress: install
 	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s -m stress tests/hardening
 	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s tests/hardening/test_reconnect.py
+	$(PY) -m pytest --benchmark-skip -q -m stress tests/sessions
 
 lint: install
 	$(VENV)/bin/ruff check onthefly tests benchmarks examples

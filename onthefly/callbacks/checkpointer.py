@@ -30,6 +30,7 @@ import logging
 import os
 import shutil
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +84,8 @@ class Checkpointer(Callback):
         self._trainer: Any = None
         self._trained = 0
         self._native = False
-        self._fit_start_rng: rng.RngState | None = None
+        self._requested: loaders.Requested | None = None
+        self._stop_listening: Callable[[], None] | None = None
         self._saved: resume.SavedState | None = None
         for kind, handler in (
             ("export", self._on_export),
@@ -106,6 +108,10 @@ class Checkpointer(Callback):
         # Also on exits that skip teardown; RunSession.close removes it in the normal case.
         weakref.finalize(self, shutil.rmtree, str(workdir), True)
         self.ring.folder = workdir / RING_FOLDER
+        if is_lightning(trainer):
+            # Lightning creates the first epoch's iterator itself: its start state is taken
+            # when the loaders are requested, before that iterator draws anything.
+            self._stop_listening = loaders.on_request(trainer, self._on_loaders)
         path = self.resume_from or getattr(trainer, "resume_from", None)
         if path is None:
             return
@@ -116,19 +122,15 @@ class Checkpointer(Callback):
             resume.resume_native(trainer, path)
         self._load_history(Path(path), workdir)
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
-        # Lightning creates the first epoch's iterator before on_train_start.
-        self._fit_start_rng = rng.capture()
-
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        loaders.track(trainer, self._fit_start_rng, self.session.has_commands)
+        loaders.track(trainer, self._requested, self.session.has_commands)
         if self._saved is not None:
             resume.arm_lightning(trainer, self._saved)
             self._saved = None
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         # Lightning may have reloaded the loaders
-        loaders.track(trainer, self._fit_start_rng, self.session.has_commands)
+        loaders.track(trainer, self._requested, self.session.has_commands)
         self._trained = 0
 
     def on_train_batch_start(
@@ -145,10 +147,10 @@ class Checkpointer(Callback):
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage == "fit":
-            loaders.release(trainer)
+            self._release(trainer)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        loaders.release(trainer)  # Lightning calls no teardown hook after an exception
+        self._release(trainer)  # Lightning calls no teardown hook after an exception
 
     # ------------------------------------------------------------------ public API
 
@@ -199,6 +201,15 @@ class Checkpointer(Callback):
         )
 
     # ------------------------------------------------------------------ internals
+
+    def _on_loaders(self, requested: Any) -> None:
+        self._requested = loaders.Requested.take(requested)
+
+    def _release(self, trainer: Any) -> None:
+        loaders.release(trainer)
+        if self._stop_listening is not None:
+            self._stop_listening()
+            self._stop_listening = None
 
     def _rank_state(self, trainer: Any) -> dict[str, Any]:
         """This rank's RNG state, data position and cursor, for rank 0's export."""

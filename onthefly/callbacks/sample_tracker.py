@@ -38,6 +38,8 @@ from onthefly.samples.scan import EmbeddingFn
 from onthefly.samples.selection import Selections
 from onthefly.samples.slot import LossTap, Slot, arm
 from onthefly.samples.store import SampleStore
+from onthefly.sessions import loaders
+from onthefly.sessions.data_position import TrackedLoader
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,7 @@ class SampleTracker(Callback):
         self._unwrap_source: Callable[[], None] | None = None
         self._slot: Slot | None = None
         self._ids: Ids | None = None
+        self._trainer: Any = None
         self._warned = False
         self._specs: dict[int, LossSpec | None] = {}  # loss descriptions, made once
         self._outbox: list[Chunk] | None = None  # another rank's values, until sent to rank 0
@@ -160,6 +163,7 @@ class SampleTracker(Callback):
         return self.selections.indices(name)
 
     def state_dict(self) -> dict[str, Any]:
+        self._settle()
         self.sync()
         return {"store": self.store.state_dict(), "selections": self.selections.state_dict()}
 
@@ -170,6 +174,7 @@ class SampleTracker(Callback):
     # ------------------------------------------------------------------ helpers
 
     def _start(self, trainer: Any) -> None:
+        self._trainer = trainer
         if self.session.active:
             # The store is updated on the writer's thread too: the training thread only queues.
             folder = self.session.workdir / "samples" / "history"
@@ -180,26 +185,18 @@ class SampleTracker(Callback):
         if isinstance(loss_fn, nn.Module) and describe_loss(loss_fn) is not None:
             self._loss_tap = LossTap(loss_fn)
         if is_lightning(trainer):
-            self._unwrap_source = self._wrap_lightning_source(trainer)
+            # Lightning creates the training iterator (and prefetches) before any callback
+            # hook sees the loader, so the sampler is instrumented as Lightning requests it.
+            self._unwrap_source = loaders.on_request(trainer, self._on_loaders)
+            if self._unwrap_source is None:
+                log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
         else:
-            self._indexed = self._taps.install(getattr(trainer, "train_loader", None))
+            # The user's loader: a resume wraps it for its data position before fit starts.
+            loader = TrackedLoader.unwrap(getattr(trainer, "train_loader", None))
+            self._indexed = self._taps.install(loader)
 
-    def _wrap_lightning_source(self, trainer: Any) -> Callable[[], None] | None:
-        # Lightning creates the training iterator (and prefetches) before any callback hook
-        # sees the loader, so the sampler is instrumented as Lightning requests the loader.
-        source = getattr(getattr(trainer, "fit_loop", None), "_data_source", None)
-        if source is None or not callable(getattr(source, "dataloader", None)):
-            log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
-            return None
-        request = source.dataloader
-
-        def dataloader() -> Any:
-            loaders = request()
-            self._indexed = self._taps.install(_sample_sources.first_loader(loaders))
-            return loaders
-
-        source.dataloader = dataloader
-        return lambda: vars(source).pop("dataloader", None)
+    def _on_loaders(self, requested: Any) -> None:
+        self._indexed = self._taps.install(_sample_sources.first_loader(requested))
 
     def _stop(self) -> None:
         arm(None)
@@ -217,6 +214,18 @@ class SampleTracker(Callback):
             self._history.close()
             self._history = None
         self._outbox = None
+        self._trainer = None
+
+    def _settle(self) -> None:
+        """Record a batch that was trained on but whose end hook has not reached this part
+        yet (a Lightning callback placed before OnTheFly exports from its own batch end), so
+        that a saved state holds every batch the data position counts as trained."""
+        slot, ids, trainer = self._slot, self._ids, self._trainer
+        if slot is None or ids is None or slot.values is None or trainer is None:
+            return
+        arm(None)
+        self._slot = self._ids = None
+        self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), ids, slot.values)
 
     def _batch_ids(self, batch: Any) -> Ids | None:
         if self._indexed:

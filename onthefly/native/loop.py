@@ -96,20 +96,25 @@ class FitLoop:
                     scheduler.step(trainer.callback_metrics["val_loss"])
 
     def _run_batches(self, loader: Iterable[Any]) -> bool:
-        """Run the epoch's batches; ``True`` when the loader was exhausted."""
+        """Run the epoch's batches; ``True`` when the epoch ran to its end.
+
+        The iterator is read until it raises ``StopIteration``, as a ``for`` loop reads it:
+        a sampler with its own generator draws from it once more when it runs out (a
+        ``RandomSampler`` draws the permutation tail), and stopping at ``len(loader)``
+        instead would shift every later epoch's order away from a hand-written loop's.
+        """
         total = _length(loader)
         batches = iter(loader)
         # An iterator resumed mid-epoch (onthefly.sessions) says which batch it starts at.
         batch_idx = getattr(batches, "start_batch", 0)
         try:
             while not (self.trainer.should_stop or self.steps_done):
-                if batch_idx == total:
-                    return True
                 try:
                     batch = next(batches)
                 except StopIteration:
                     return True
-                self._run_batch(batch, batch_idx)
+                if not self._run_batch(batch, batch_idx):
+                    return False  # ended at the batch's start: it was not trained on
                 batch_idx += 1
         except BaseException:
             # An epoch cut short by an exception (Ctrl+C included) leaves its iterator alive
@@ -120,7 +125,8 @@ class FitLoop:
             raise
         return batch_idx == total
 
-    def _run_batch(self, raw: Any, batch_idx: int) -> None:
+    def _run_batch(self, raw: Any, batch_idx: int) -> bool:
+        """Train on one batch; ``False`` when a batch-start hook ended the epoch instead."""
         trainer = self.trainer
         state = trainer._state
         assert state is not None
@@ -134,7 +140,12 @@ class FitLoop:
         # hooks.paired spelt out: this runs at every batch. If the step raises, the end hook is
         # skipped, as in Lightning (the exception goes to on_exception instead).
         hooks = trainer._hooks
-        hooks.call("on_train_batch_start", batch, batch_idx)
+        try:
+            hooks.call("on_train_batch_start", batch, batch_idx)
+        except StopIteration:
+            # As Lightning's epoch loop (2.6) does: a batch-start hook that raises it ends the
+            # epoch before the step (e.g. a stop that came while the run waited there).
+            return False
         outputs = checked_output(trainer._training_step(batch, state), "training")
         trainer.callback_metrics.update(outputs)
         # Per-step schedules follow real optimizer steps (none while accumulating).
@@ -144,3 +155,4 @@ class FitLoop:
         hooks.call("on_train_batch_end", outputs, batch, batch_idx)
         if trainer._progress.enabled:
             trainer._progress.advance(trainer.global_step, outputs["loss"])
+        return True

@@ -141,8 +141,9 @@ class RunTable:
         elif isinstance(event, StatusChanged):
             run.state, run.step, run.epoch = event.state, event.step, event.epoch
         elif isinstance(event, EpochEvent):
+            # Its step is the epoch's first, not yet taken: the run's step stays the steps done.
             run.epoch_starts.append(event.step)
-            run.step, run.epoch = event.step, event.epoch
+            run.epoch = event.epoch
         elif isinstance(event, TestResult):
             test_values = {**event.metrics, "loss": event.loss}
             run.history.add("test", event.step, test_values)
