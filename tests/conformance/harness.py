@@ -1,0 +1,251 @@
+"""Runs a conformance script twice, without and with OnTheFly, and says what differed.
+
+A script is a module of ``tests/conformance/scripts/`` written the way users write training
+scripts (Lightning's examples, pytorch/examples), with one entry point::
+
+    def main(run: Run) -> Any  # returns the trained model
+
+It trains with the callbacks ``run.callbacks()`` (Lightning) or the options
+``run.native()`` (``onthefly.Trainer``). The harness compares the two runs: every value the
+script logged (read at every batch, evaluation and epoch end), the final weights bit for bit,
+and the console output (OnTheFly may add its dashboard line, nothing else). In the run with
+OnTheFly it checks what a real websocket client received (training steps on Lightning's
+``global_step`` axis, the validation values of every loader) and the per-sample rows (the
+dataset indices trained on, and losses that average to the step's loss).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from onthefly.callbacks.onthefly import OnTheFly
+from onthefly.callbacks.sample_tracker import SampleTracker
+from tests.callbacks.conftest import Connect
+
+Logged = list[tuple[str, int, dict[str, float]]]
+
+
+def _numbers(metrics: dict[str, Any]) -> dict[str, float]:
+    return {
+        name: float(value.detach()) if isinstance(value, torch.Tensor) else float(value)
+        for name, value in metrics.items()
+        if isinstance(value, (int, float))
+        or (isinstance(value, torch.Tensor) and value.numel() == 1)
+    }
+
+
+class Recorder(pl.Callback):
+    """Everything the script logs, and the steps and losses as the trainer saw them.
+
+    Attributes:
+        logged: ``(hook, global_step, callback_metrics)`` at every batch, evaluation and
+            epoch end.
+        steps: ``trainer.global_step`` after each training batch that stepped an optimizer.
+        losses: each training batch's loss as the step output gave it.
+    """
+
+    def __init__(self) -> None:
+        self.logged: Logged = []
+        self.steps: list[int] = []
+        self.losses: list[tuple[int, float]] = []  # (global_step after the batch, loss)
+        self._before = 0
+        self.tracker: SampleTracker | None = None
+        self.history: Any = None
+
+    def _record(self, hook: str, trainer: Any) -> None:
+        self.logged.append((hook, int(trainer.global_step), _numbers(trainer.callback_metrics)))
+
+    def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
+        self._before = int(trainer.global_step)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
+        self._record("train_batch", trainer)
+        step = int(trainer.global_step)
+        if step != self._before:
+            self.steps.append(step)
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if isinstance(loss, torch.Tensor):
+            self.losses.append((step, float(loss.detach())))
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if not trainer.sanity_checking:
+            self._record("validation", trainer)
+
+    def on_test_end(self, trainer: Any, pl_module: Any) -> None:
+        self._record("test", trainer)
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        self._record("train_epoch", trainer)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        # Read the per-sample history before the session (and its folder) goes away.
+        for callback in trainer.callbacks:
+            if isinstance(callback, OnTheFly) and callback.sample_tracker is not None:
+                self.tracker = callback.sample_tracker
+                self.tracker.flush()
+                folder = self.tracker.session.workdir / "samples" / "history"
+                parts = list(folder.glob("*.parquet")) if folder.is_dir() else []
+                table = pq.read_table(folder) if parts else None
+                self.history = (
+                    None
+                    if table is None
+                    else {name: table[name].to_numpy() for name in ("step", "index", "loss")}
+                )
+
+
+@dataclass
+class Run:
+    """What a script trains with: the recorder, and OnTheFly when ``onthefly`` is set."""
+
+    onthefly: bool
+    home: Path
+    recorder: Recorder = field(default_factory=Recorder)
+    connect: Connect | None = None
+
+    def callbacks(self, *more: Any) -> list[Any]:
+        """Lightning's ``callbacks=``: the script's own ``more`` first, then ours."""
+        ours: list[Any] = [self.recorder]
+        if self.onthefly:
+            self.connect = Connect(self.home)
+            ours = [OnTheFly("conformance", port=0), self.connect, *ours]
+        return [*more, *ours]
+
+    def native(self, *more: Any) -> dict[str, Any]:
+        """``onthefly.Trainer`` options: the session on or off, the recorder, no bar."""
+        options: dict[str, Any] = {"session": self.onthefly, "progress_bar": False}
+        callbacks: list[Any] = [*more, self.recorder]
+        if self.onthefly:
+            self.connect = Connect(self.home)
+            callbacks.insert(0, self.connect)
+            options["port"] = 0
+        return {**options, "callbacks": callbacks}
+
+
+@dataclass
+class Outcome:
+    run: Run
+    model: Any
+    out: str
+    err: str
+
+
+def run_script(name: str, onthefly: bool, home: Path, capfd: Any) -> Outcome:
+    """Run ``scripts/<name>.py``'s ``main`` once, from the same seed."""
+    module = importlib.import_module(f"tests.conformance.scripts.{name}")
+    capfd.readouterr()
+    torch.manual_seed(0)
+    np.random.seed(0)
+    run = Run(onthefly, home)
+    model = module.main(run)
+    out, err = capfd.readouterr()
+    return Outcome(run, model, out, err)
+
+
+def check(name: str, home: Path, capfd: Any) -> None:
+    """Both runs of ``name`` agree, and the client saw the run as it was."""
+    module = importlib.import_module(f"tests.conformance.scripts.{name}")
+    plain = run_script(name, False, home, capfd)
+    tracked = run_script(name, True, home, capfd)
+    _same_training(plain, tracked)
+    _quiet(plain, tracked)
+    _client_saw_the_run(tracked)
+    if getattr(module, "PER_SAMPLE", True):
+        mean, size = getattr(module, "PER_SAMPLE_MEAN", True), getattr(module, "SIZE", None)
+        _per_sample_rows(tracked, mean, size)
+
+
+def _same_training(plain: Outcome, tracked: Outcome) -> None:
+    assert tracked.run.recorder.logged == plain.run.recorder.logged  # every value, bit for bit
+    a, b = _state(plain.model), _state(tracked.model)
+    assert a.keys() == b.keys()
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, f"final weights differ: {different}"
+
+
+def _state(model: Any) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+
+_LIGHTNING_PREFIXES = ("GPU available", "TPU available", "💡 Tip", "`Trainer.fit` stopped")
+
+
+def _quiet(plain: Outcome, tracked: Outcome) -> None:
+    """OnTheFly adds its dashboard line to the console, and nothing else."""
+    assert "Traceback" not in tracked.err and "Traceback" not in tracked.out
+    extra = Counter(_lines(tracked)) - Counter(_lines(plain))
+    added = [line for line in extra.elements() if not line.startswith("[onthefly] dashboard:")]
+    assert not added, f"OnTheFly added console output: {added}"
+
+
+def _lines(outcome: Outcome) -> list[str]:
+    text = outcome.out + "\n" + outcome.err
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _client_saw_the_run(tracked: Outcome) -> None:
+    connect, recorder = tracked.run.connect, tracked.run.recorder
+    assert connect is not None
+    client = connect.finished()
+    try:
+        train = client.of("metrics", split="train")
+        # One row per optimizer step, on the trainer's own global_step axis.
+        stepped = [e for e in train if any(name.startswith("lr") for name in e["values"])]
+        assert [e["step"] for e in stepped] == recorder.steps, [e["values"] for e in train][:3]
+        by_step = {e["step"]: e["values"]["loss"] for e in train if "loss" in e["values"]}
+        windows: dict[int, list[float]] = {}
+        for step, loss in recorder.losses:
+            windows.setdefault(step, []).append(loss)
+        for step, shown in by_step.items():
+            assert math.isfinite(shown)
+            expected = windows[step]
+            if len(expected) == 1:
+                assert shown == _approx(expected[0]), (step, shown, expected)
+        val = client.of("metrics", split="val")
+        validations = [values for hook, _, values in recorder.logged if hook == "validation"]
+        assert len(val) == len(validations)
+        for event, values in zip(val, validations, strict=True):
+            names = {n for n in values if n.startswith("val")}
+            shown_names = (
+                {f"val_{n}" for n in event["values"]}
+                | {f"val/{n}" for n in event["values"]}
+                | set(event["values"])
+            )
+            assert names <= shown_names, (names, event["values"])
+    finally:
+        client.close()
+
+
+def _approx(value: float) -> Any:
+    return pytest.approx(value, rel=1e-5, abs=1e-6)
+
+
+def _per_sample_rows(tracked: Outcome, mean: bool, size: int | None) -> None:
+    recorder = tracked.run.recorder
+    history = recorder.history
+    assert history is not None and len(history["index"]) > 0, "no per-sample row was recorded"
+    if size is not None:  # map-style data: dataset indices, each trained on
+        assert set(history["index"].tolist()) == set(range(size))
+    if not mean:
+        return
+    # Each step's per-sample losses average to the loss the step computed (steps of one
+    # micro-batch; an accumulated step's output is Lightning's divided loss).
+    batches = Counter(step for step, _ in recorder.losses)
+    single = {step: loss for step, loss in recorder.losses if batches[step] == 1}
+    checked = 0
+    for step, loss in single.items():
+        rows = history["loss"][history["step"] == step]
+        if len(rows):
+            assert float(rows.mean()) == _approx(loss), (step, float(rows.mean()), loss)
+            checked += 1
+    assert checked, "no step could be checked"
