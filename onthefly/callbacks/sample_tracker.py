@@ -86,6 +86,7 @@ class SampleTracker(Callback):
         self._mode = LossMode()
         self._watch = False  # enter the mode for the next training batch
         self._misses = 0  # batches in a row without per-sample values
+        self._step_before = 0  # global_step when the batch started
         self._history: HistoryWriter | None = None
         self._unwrap_source: Callable[[], None] | None = None
         self._slot: Slot | None = None
@@ -127,6 +128,7 @@ class SampleTracker(Callback):
             return
         ids = self._batch_ids(batch)
         self._ids = ids
+        self._step_before = int(trainer.global_step)
         self._slot = None if ids is None else Slot(len(ids), specs=self._specs)
         arm(self._slot)
         if self._watch and self._slot is not None:
@@ -152,7 +154,10 @@ class SampleTracker(Callback):
         self._adapt(returned is not None, values is not None)
         if values is None:
             return
-        self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), ids, values)
+        # The optimizer step the batch counts to, as telemetry numbers it: global_step after
+        # it, also for the micro-batches of an accumulation window that have not stepped yet.
+        step = int(trainer.global_step)
+        self._buffer.add(max(step, self._step_before + 1), int(trainer.current_epoch), ids, values)
 
     # ------------------------------------------------------------------ public
 

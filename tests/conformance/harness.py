@@ -31,6 +31,7 @@ import torch
 
 from onthefly.callbacks.onthefly import OnTheFly
 from onthefly.callbacks.sample_tracker import SampleTracker
+from onthefly.native.step import batch_size
 from tests.callbacks.conftest import Connect
 
 Logged = list[tuple[str, int, dict[str, float]]]
@@ -58,32 +59,49 @@ class Recorder(pl.Callback):
     def __init__(self) -> None:
         self.logged: Logged = []
         self.steps: list[int] = []
-        self.losses: list[tuple[int, float]] = []  # (global_step after the batch, loss)
+        self.losses: list[tuple[int, float]] = []  # (optimizer step, loss)
+        self.sizes: list[int] = []  # each batch's samples
         self._before = 0
+        self._fitting = False
+        self._divided = 1
         self.tracker: SampleTracker | None = None
         self.history: Any = None
 
     def _record(self, hook: str, trainer: Any) -> None:
         self.logged.append((hook, int(trainer.global_step), _numbers(trainer.callback_metrics)))
 
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        self._fitting = True
+        # Lightning hands over each micro-batch loss divided by accumulate_grad_batches.
+        automatic = getattr(pl_module, "automatic_optimization", False)
+        self._divided = int(getattr(trainer, "accumulate_grad_batches", 1)) if automatic else 1
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        self._fitting = False
+
     def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
         self._before = int(trainer.global_step)
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
+    def on_train_batch_end(
+        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self._record("train_batch", trainer)
         step = int(trainer.global_step)
         if step != self._before:
             self.steps.append(step)
+        else:  # a micro-batch of the coming optimizer step
+            step = self._before + 1
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if isinstance(loss, torch.Tensor):
-            self.losses.append((step, float(loss.detach())))
+            self.losses.append((step, float(loss.detach()) * self._divided))
+            self.sizes.append(batch_size(batch))
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
         if not trainer.sanity_checking:
-            self._record("validation", trainer)
+            self._record("validation" if self._fitting else "validation_after_fit", trainer)
 
     def on_test_end(self, trainer: Any, pl_module: Any) -> None:
-        self._record("test", trainer)
+        self._record("test" if self._fitting else "test_after_fit", trainer)
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         self._record("train_epoch", trainer)
@@ -162,7 +180,7 @@ def check(name: str, home: Path, capfd: Any) -> None:
     _client_saw_the_run(tracked)
     if getattr(module, "PER_SAMPLE", True):
         mean, size = getattr(module, "PER_SAMPLE_MEAN", True), getattr(module, "SIZE", None)
-        _per_sample_rows(tracked, mean, size)
+        _per_sample_rows(tracked, mean, size, getattr(module, "EVERY_SAMPLE", True))
 
 
 def _same_training(plain: Outcome, tracked: Outcome) -> None:
@@ -208,9 +226,8 @@ def _client_saw_the_run(tracked: Outcome) -> None:
             windows.setdefault(step, []).append(loss)
         for step, shown in by_step.items():
             assert math.isfinite(shown)
-            expected = windows[step]
-            if len(expected) == 1:
-                assert shown == _approx(expected[0]), (step, shown, expected)
+            window = windows[step]
+            assert shown == _approx(sum(window) / len(window)), (step, shown, window)
         val = client.of("metrics", split="val")
         validations = [values for hook, _, values in recorder.logged if hook == "validation"]
         assert len(val) == len(validations)
@@ -230,22 +247,27 @@ def _approx(value: float) -> Any:
     return pytest.approx(value, rel=1e-5, abs=1e-6)
 
 
-def _per_sample_rows(tracked: Outcome, mean: bool, size: int | None) -> None:
+def _per_sample_rows(tracked: Outcome, mean: bool, size: int | None, every: bool) -> None:
     recorder = tracked.run.recorder
     history = recorder.history
     assert history is not None and len(history["index"]) > 0, "no per-sample row was recorded"
-    if size is not None:  # map-style data: dataset indices, each trained on
-        assert set(history["index"].tolist()) == set(range(size))
+    if size is not None:  # map-style data: dataset indices (each trained on, in full epochs)
+        ids = set(history["index"].tolist())
+        assert ids == set(range(size)) if every else ids <= set(range(size))
     if not mean:
         return
-    # Each step's per-sample losses average to the loss the step computed (steps of one
-    # micro-batch; an accumulated step's output is Lightning's divided loss).
-    batches = Counter(step for step, _ in recorder.losses)
-    single = {step: loss for step, loss in recorder.losses if batches[step] == 1}
+    # Each step's per-sample losses average to the mean loss of its batches (weighted by
+    # their sizes: a mean-reduced loss is the mean over the batch's samples).
+    totals: dict[int, list[float]] = {}
+    for (step, loss), n in zip(recorder.losses, recorder.sizes, strict=True):
+        total = totals.setdefault(step, [0.0, 0.0])
+        total[0] += loss * n
+        total[1] += n
     checked = 0
-    for step, loss in single.items():
+    for step, (weighted, n) in totals.items():
         rows = history["loss"][history["step"] == step]
         if len(rows):
-            assert float(rows.mean()) == _approx(loss), (step, float(rows.mean()), loss)
+            assert len(rows) == n, (step, len(rows), n)
+            assert float(rows.mean()) == _approx(weighted / n), (step, float(rows.mean()))
             checked += 1
-    assert checked, "no step could be checked"
+    assert checked == len(totals), f"{checked} of {len(totals)} steps have per-sample rows"
