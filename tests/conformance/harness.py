@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,6 +157,7 @@ class Outcome:
     model: Any
     out: str
     err: str
+    warnings: list[tuple[str, str]]
 
 
 def run_script(name: str, onthefly: bool, home: Path, capfd: Any) -> Outcome:
@@ -165,9 +167,14 @@ def run_script(name: str, onthefly: bool, home: Path, capfd: Any) -> Outcome:
     torch.manual_seed(0)
     np.random.seed(0)
     run = Run(onthefly, home)
-    model = module.main(run)
+    # The libraries' own warnings (Lightning's advice, deprecations) are the script's business;
+    # the check is that OnTheFly adds none.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = module.main(run)
     out, err = capfd.readouterr()
-    return Outcome(run, model, out, err)
+    raised = [(w.category.__name__, w.filename) for w in caught]
+    return Outcome(run, model, out, err, raised)
 
 
 def check(name: str, home: Path, capfd: Any) -> None:
@@ -204,6 +211,8 @@ def _quiet(plain: Outcome, tracked: Outcome) -> None:
     extra = Counter(_lines(tracked)) - Counter(_lines(plain))
     added = [line for line in extra.elements() if not line.startswith("[onthefly] dashboard:")]
     assert not added, f"OnTheFly added console output: {added}"
+    warned = Counter(tracked.warnings) - Counter(plain.warnings)
+    assert not warned, f"OnTheFly added warnings: {list(warned)}"
 
 
 def _lines(outcome: Outcome) -> list[str]:
