@@ -1,4 +1,4 @@
-"""Gradient clipping by norm (gradient_clip_val) and by value."""
+"""Gradient clipping by norm (gradient_clip_val=0.5, gradient_clip_algorithm="norm")."""
 
 from __future__ import annotations
 
