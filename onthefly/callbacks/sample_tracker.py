@@ -283,7 +283,7 @@ class SampleTracker(Callback):
         self._misses += 1
         if not self._watch and self._misses == 1:
             self._watch = True  # the hooked loss modules were not called: try the functions
-        elif self._misses >= GIVE_UP_AFTER:
+        elif self._misses == GIVE_UP_AFTER:
             self._watch = False  # it costs a little per torch call: stop looking
             self._explain(self._mode.seen)
 
