@@ -184,6 +184,40 @@ def test_lightning_losses_are_captured_without_being_given(how: str) -> None:
     assert torch.overrides._get_current_function_mode() is None  # nothing left behind
 
 
+class Unused(Inline):
+    """Holds a loss module it never calls; its loss is a functional call."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__("functional")
+        self.unused = nn.L1Loss()
+        self.fail_at = fail_at
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss = super().training_step(batch, batch_idx)
+        if batch_idx == self.fail_at:
+            raise RuntimeError("the step failed")
+        return loss
+
+
+def test_a_held_loss_module_that_is_never_called_gives_way_to_the_functional_call() -> None:
+    trainer = lightning_trainer(max_epochs=1)
+    onthefly.attach_lightning(trainer, project="samples", quiet=True, port=0)
+    trainer.fit(Unused(), DataLoader(squares(), batch_size=6))
+    stats = tracker_of(trainer.callbacks).store.training
+    # The first batch shows the hooked module is not the loss; every later one is recorded.
+    assert np.flatnonzero(stats.count).tolist() == list(range(6, N))
+    np.testing.assert_allclose(stats.loss_last[6:N], np.arange(6, N) ** 2)
+
+
+def test_a_step_failing_while_watched_leaves_no_mode_behind() -> None:
+    trainer = lightning_trainer(max_epochs=1)
+    onthefly.attach_lightning(trainer, project="samples", quiet=True, port=0)
+    with pytest.raises(RuntimeError, match="the step failed"):
+        trainer.fit(Unused(fail_at=3), DataLoader(squares(), batch_size=6))
+    assert torch.overrides._get_current_function_mode() is None
+    F.mse_loss(torch.ones(2, requires_grad=True), torch.zeros(2))  # plain torch again
+
+
 def test_a_loss_nothing_recognises_is_explained_in_the_reply() -> None:
     trainer = lightning_trainer(max_epochs=1)
     onthefly.attach_lightning(trainer, project="samples", quiet=True, port=0)
