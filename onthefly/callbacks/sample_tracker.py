@@ -1,11 +1,14 @@
 """SampleTracker: every training sample's loss, attributed to its dataset index, for free.
 
 During ``fit`` it records the per-sample losses that the training step's own loss call
-yields (see :mod:`onthefly.samples.capture`; a step may also return ``per_sample_loss``),
-pairs them with the samples' dataset indices (:mod:`onthefly.samples.attribution`), and
-folds them into the run's per-sample store and Parquet history — the values travel to the
-host in batches, never with a host sync per step. It also answers the per-sample commands
-(``scan``, ``histogram``, ``select``, …; see ``docs/per-sample.md``).
+yields (see :mod:`onthefly.samples.capture`), seen through forward hooks on the run's loss
+modules (:class:`~onthefly.samples.slot.LossTap`) or, for functional losses, a function mode
+active during the step (:class:`~onthefly.samples.loss_mode.LossMode`); a step may also
+return ``per_sample_loss``. It pairs them with the samples' dataset indices
+(:mod:`onthefly.samples.attribution`) and folds them into the run's per-sample store and
+Parquet history: the values travel to the host in batches, never with a host sync per step.
+It also answers the per-sample commands (``scan``, ``histogram``, ``select``, …; see
+``docs/per-sample.md``).
 
 Per training batch it costs a few microseconds of bookkeeping plus one evaluation of the
 loss function alone with ``reduction="none"``; it never runs the model.
