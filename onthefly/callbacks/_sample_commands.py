@@ -71,6 +71,8 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
     if loader is None:
         raise ConfigurationError(f"this run has no {split} loader to scan; pass it to fit()")
     loss_fn = _sample_sources.loss_fn(trainer, inputs)
+    if loss_fn is None:  # a loss module the model holds (``self.loss = nn.CrossEntropyLoss()``)
+        loss_fn = next(iter(_sample_sources.loss_modules(trainer, inputs)), None)
     spec = describe_loss(loss_fn)
     if spec is None:
         raise ConfigurationError(
@@ -97,6 +99,7 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
             embedding_fn=tracker.embedding_fn,
             on_progress=functools.partial(progress, "running"),
             cancelled=interrupts.check,
+            batch_keys=getattr(trainer, "batch_keys", None),
         )
         if result is None:
             progress("cancelled", Progress(0, None, 0.0))

@@ -32,7 +32,7 @@ from onthefly.native.optimizer_steps import observe_steps
 from onthefly.native.precision import make_autocast, make_scaler, parse_precision
 from onthefly.native.progress import ProgressBar
 from onthefly.native.state import StepState
-from onthefly.native.step import DefaultTrainingStep, default_evaluation_step
+from onthefly.native.step import DefaultEvaluationStep, DefaultTrainingStep, check_batch_keys
 from onthefly.sessions import loader_rng
 from onthefly.sessions.data_position import TrackedLoader
 
@@ -78,6 +78,9 @@ class Trainer:
             (validation and test copies as ``val_acc`` / ``test_acc``). torchmetrics' input
             checks read values back from the device; ``validate_args=False`` avoids that sync.
         progress_bar: show a tqdm bar (epoch, step, loss) on stderr.
+        batch_keys: ``(input_key, target_key)`` of dict batches for the default steps;
+            ``None``: the common keys (``image``/``label``, ``input_ids``/``labels``, …; see
+            ``docs/per-sample.md``).
         session: attach the OnTheFly session (live dashboard). ``None`` (default) means on,
             unless the environment sets ``ONTHEFLY_SESSION=0``; ``False`` runs the bare loop.
         **session_options: further keyword arguments for the session callback
@@ -107,6 +110,7 @@ class Trainer:
         metrics: Mapping[str, Any] | None = None,
         progress_bar: bool = True,
         session: bool | None = None,
+        batch_keys: tuple[str, str] | None = None,
         **session_options: Any,
     ) -> None:
         if not isinstance(project, str) or not project.strip():
@@ -159,9 +163,12 @@ class Trainer:
         self._hooks = Hooks(self, self.callbacks)
         self._metrics = StageMetrics(metrics, self.device)
         self._progress = ProgressBar(progress_bar and self.is_global_zero)
-        self._default_step = DefaultTrainingStep(self._hooks, grad_clip_norm)
+        self.batch_keys = check_batch_keys(batch_keys)
+        self._default_step = DefaultTrainingStep(self._hooks, grad_clip_norm, self.batch_keys)
         self._training_step: Callable[[Any, StepState], Any] = self._default_step
-        self._validation_step: Callable[[Any, StepState], Any] = default_evaluation_step
+        self._validation_step: Callable[[Any, StepState], Any] = DefaultEvaluationStep(
+            self.batch_keys
+        )
         self._custom_training_step = False
         self._state: StepState | None = None
         self._fitting = False

@@ -281,6 +281,7 @@ class SampleStore:
     def __init__(self) -> None:
         self.training = TrainingStats()
         self.scans: dict[str, ScanResult] = {}
+        self.unrecorded: str | None = None  # why training gives no per-sample values, if known
 
     def view(self, split: str, source: Source | None = None) -> SampleView:
         """The per-sample columns of ``split``.
@@ -305,7 +306,7 @@ class SampleStore:
             return _scan_view(scan)
         if split != "train":
             raise NoData(f"training statistics exist for the train split only, not {split!r}")
-        return _training_view(self.training)
+        return _training_view(self.training, self.unrecorded)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -337,10 +338,10 @@ def _scan_view(scan: ScanResult) -> SampleView:
     )
 
 
-def _training_view(stats: TrainingStats) -> SampleView:
+def _training_view(stats: TrainingStats, unrecorded: str | None) -> SampleView:
     seen = np.flatnonzero(stats.count > 0)
     if len(seen) == 0:
-        raise NoData("no training sample was recorded yet; train a few steps first")
+        raise NoData(unrecorded or "no training sample was recorded yet; train a few steps first")
     count = stats.count[seen]
     with np.errstate(invalid="ignore", divide="ignore"):
         correct = stats.correct_sum[seen] / stats.correct_count[seen]
