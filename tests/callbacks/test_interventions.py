@@ -47,7 +47,7 @@ INTERVENTIONS: list[tuple[str, dict[str, Any]]] = [
     ("scan", {"split": "val"}),
     ("fork", {"name": "f", "indices": list(range(16)), "steps": 3}),
     ("compare", {}),
-    ("merge", {"method": "soup", "forks": ["f"]}),
+    ("merge", {"method": "soup", "forks": ["f"], "force": True}),  # applied, then undone
     ("discard_merge", {}),
 ]
 
