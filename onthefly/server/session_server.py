@@ -22,6 +22,7 @@ from typing import Any
 
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import Snapshot
+from onthefly.server.admission import Limits
 from onthefly.server.broker import Broker, RawEvent
 from onthefly.server.discovery import SessionFile, remove_session, write_session
 from onthefly.server.pending import PendingCommand
@@ -59,6 +60,7 @@ class SessionServer:
         quiet: do not print the dashboard address and connections.
         read_only: serve history only: control commands are refused as ``unsupported``
             with this message (``onthefly view`` of a session file).
+        limits: the connection limits (see :mod:`onthefly.server.admission`).
 
     Raises:
         ConfigurationError: a host other than 127.0.0.1, or a port outside 0-65535.
@@ -83,6 +85,7 @@ class SessionServer:
         dashboard_dir: Path | None = None,
         quiet: bool = False,
         read_only: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if host != HOST:
             raise ConfigurationError(
@@ -109,6 +112,7 @@ class SessionServer:
             dashboard_dir=_DASHBOARD_DIR if dashboard_dir is None else dashboard_dir,
             on_connect=self._announce_client,
             home=home,
+            limits=limits,
         )
         self._buffer: deque[RawEvent] = deque()
         self._overflow = 0
