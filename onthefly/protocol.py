@@ -94,6 +94,15 @@ class Series(Message):
     values: list[float | None]
     decimated: bool = False
 
+    @model_validator(mode="after")
+    def _one_value_per_step(self) -> Series:
+        if len(self.steps) != len(self.values):
+            raise ValueError(
+                f"{len(self.steps)} steps and {len(self.values)} values; expected one value "
+                "per step"
+            )
+        return self
+
 
 class LogRecord(Message):
     """A forwarded Python ``logging`` record or warning."""

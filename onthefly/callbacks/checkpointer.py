@@ -262,7 +262,7 @@ class Checkpointer(Callback):
             archive.extract(payload.FILES, workdir)
             if payload.HISTORY not in archive.names() or self.session.server is None:
                 return
-            saved = Snapshot.model_validate(archive.read_json(payload.HISTORY))
+            saved = archive.read_model(payload.HISTORY, Snapshot)
         server = self.session.server
         # The file's main run becomes this run's past: same charts, continued.
         runs = list(saved.runs)
