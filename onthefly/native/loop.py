@@ -12,7 +12,9 @@
     on_fit_end
 
 ``trainer.should_stop`` and ``max_steps`` are checked before every batch, ``max_epochs`` before
-every epoch, as Lightning does; so a callback may raise ``max_epochs`` mid-run to extend it.
+every epoch, as Lightning does; so a callback may raise ``max_epochs`` mid-run to extend it. An
+epoch whose loader yields no batch at all is a :class:`~onthefly.errors.ConfigurationError`:
+with ``max_steps`` alone it would otherwise never end.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from onthefly.dataloaders import release_workers
 from onthefly.distributed.sharding import set_sampler_epoch
+from onthefly.errors import ConfigurationError
 from onthefly.native.device import to_device
 from onthefly.native.step import checked_output
 from onthefly.sessions.data_position import TrackedLoader
@@ -104,11 +107,11 @@ class FitLoop:
         try:
             while not (self.trainer.should_stop or self.steps_done):
                 if batch_idx == total:
-                    return True
+                    return self._not_empty(batch_idx)
                 try:
                     batch = next(batches)
                 except StopIteration:
-                    return True
+                    return self._not_empty(batch_idx)
                 self._run_batch(batch, batch_idx)
                 batch_idx += 1
         except BaseException:
@@ -119,6 +122,17 @@ class FitLoop:
             release_workers(getattr(batches, "inner", batches), TrackedLoader.unwrap(loader))
             raise
         return batch_idx == total
+
+    def _not_empty(self, batches: int) -> bool:
+        """``True`` (the epoch is complete), unless it had no batch from its start."""
+        if batches:
+            return True
+        raise ConfigurationError(
+            f"the training loader yielded no batch in epoch {self.trainer.current_epoch}; "
+            "expected at least one (is the dataset empty, or smaller than a batch with "
+            "drop_last=True? an iterator or generator is used up after one epoch: pass a "
+            "DataLoader or a list, which can be iterated every epoch)"
+        )
 
     def _run_batch(self, raw: Any, batch_idx: int) -> None:
         trainer = self.trainer
