@@ -170,6 +170,11 @@ def _path_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH", help="the session file (.otf)")
 
 
+def _export_arguments(parser: argparse.ArgumentParser) -> None:
+    _path_argument(parser)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing file")
+
+
 def _restore_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", metavar="ID", help="a checkpoint id from `checkpoints`")
 
@@ -257,9 +262,9 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "export",
-        "write the whole session to a .otf file",
-        _control(lambda c, a: c.export(a.path)),
-        _path_argument,
+        "write the whole session to a .otf file (an existing one only with --overwrite)",
+        _control(lambda c, a: c.export(a.path, a.overwrite)),
+        _export_arguments,
     ),
     Subcommand(
         "import",

@@ -200,17 +200,22 @@ class Client(SampleCommands, ForkCommands):
             optimizer=optimizer,
         )
 
-    def export(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+    def export(self, path: str | os.PathLike[str], overwrite: bool = False) -> dict[str, Any]:
         """Write the whole session to a ``.otf`` file at the next boundary.
 
         Args:
             path: the file, resolved against this process's directory (``.otf`` is appended
                 when missing); its directory must exist.
+            overwrite: replace a file already there (else the export is refused).
 
         Returns:
             ``{"path", "size", "step", "epoch"}`` of the written file.
+
+        Raises:
+            CommandError: ``file_error`` when the file exists (without ``overwrite``) or
+                cannot be written.
         """
-        return self._call("export", path=os.path.abspath(os.fspath(path)))
+        return self._call("export", path=os.path.abspath(os.fspath(path)), overwrite=overwrite)
 
     def load_session(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         """Load a session file's model, optimizer, scheduler and scaler state into the paused

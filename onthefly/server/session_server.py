@@ -39,7 +39,8 @@ BUFFER_SIZE = 250_000
 _CHUNK = 2000  # events per broker call, so commands never wait long for the broker's lock
 _PUBLISHABLE = frozenset(
     {"metrics", "status", "epoch", "runtime", "log", "test_result"}
-    | {"health_result", "hparam_change", "scan_progress", "fork_progress", "lineage"}
+    | {"health_result", "hparam_change", "hparam_error", "scan_progress", "fork_progress"}
+    | {"lineage"}
 )
 _DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboard"
 

@@ -60,17 +60,22 @@ class Payload:
     skip: frozenset[str] = field(default_factory=frozenset)
 
 
-def write(payload: Payload, path: Path) -> int:
+def write(payload: Payload, path: Path, overwrite: bool = True) -> int:
     """Write ``payload`` to ``path`` atomically.
+
+    Args:
+        payload: what the file holds.
+        path: the file.
+        overwrite: replace a file already at ``path`` (else it is refused).
 
     Returns:
         The size of the file in bytes.
 
     Raises:
-        SessionFileError: the file could not be written (e.g. the disk is full); an earlier
-            file at ``path`` is untouched.
+        SessionFileError: the file could not be written (e.g. the disk is full), or exists
+            and ``overwrite`` is false; an earlier file at ``path`` is untouched.
     """
-    with ArchiveWriter(path) as writer:
+    with ArchiveWriter(path, overwrite) as writer:
         for name, obj in payload.tensors.items():
             writer.add_torch(name, obj)
         if payload.history is not None:
