@@ -70,9 +70,9 @@ class SigtermHandler:
         if not self.installed:
             return
         self.installed = False
-        if threading.current_thread() is threading.main_thread():
-            if signal.getsignal(signal.SIGTERM) == self._handle:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGTERM) == self._handle:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     @contextlib.contextmanager
     def closing(self) -> Iterator[None]:
@@ -120,10 +120,8 @@ def _exit_by_sigterm() -> None:
     if not isinstance(getattr(sys, "last_value", None), Terminated):
         return
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
     logging.shutdown()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
