@@ -28,7 +28,8 @@ test-python: install
 # The long hardening runs: 10,000 fuzzed frames, 4 clients for 10 minutes (ONTHEFLY_LOAD_SECONDS).
 stress: install
 	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s -m stress tests/hardening
-	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s tests/hardening/test_reconnect.py
+	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s tests/hardening/test_reconnect.py \
+	  tests/hardening/test_connections.py
 
 lint: install
 	$(VENV)/bin/ruff check onthefly tests benchmarks examples

@@ -109,7 +109,7 @@ HEALTH_CHECKS = (
     "throughput",
     "distribution",
 )
-HPARAMS = ("lr", "weight_decay", "momentum", "betas")
+HPARAMS = ("lr", "weight_decay", "momentum", "betas", "eps")
 
 
 def _health_arguments(parser: argparse.ArgumentParser) -> None:
@@ -256,7 +256,7 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "set",
-        "change lr, weight_decay, momentum or betas at the next boundary",
+        "change lr, weight_decay, momentum, betas or eps at the next boundary",
         _set,
         _set_arguments,
     ),

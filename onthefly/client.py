@@ -172,8 +172,12 @@ class Client(SampleCommands, ForkCommands):
         betas: tuple[float, float] | None = None,
         group: int | None = None,
         optimizer: int = 0,
+        eps: float | None = None,
     ) -> dict[str, Any]:
         """Change optimizer hyperparameters at the next boundary (the ``set`` command).
+
+        Each value is checked against the parameters' dtype and tried on a copy of the
+        optimizer's step before anything changes.
 
         Args:
             lr: new learning rate (> 0); a scheduler keeps it.
@@ -182,9 +186,13 @@ class Client(SampleCommands, ForkCommands):
             betas: new Adam-style betas, each in [0, 1).
             group: the param group to change; ``None`` changes every group.
             optimizer: which optimizer of the run.
+            eps: new epsilon of Adam-style optimizers (>= 0).
 
         Returns:
             ``{step, changes: [{step, optimizer, group, name, old, new}]}``.
+
+        Raises:
+            CommandError: ``unsupported`` for a value the run cannot take (nothing changed).
 
         Example:
             >>> run.set_hparams(lr=1e-4, group=0)["changes"][0]["old"]  # doctest: +SKIP
@@ -196,6 +204,7 @@ class Client(SampleCommands, ForkCommands):
             weight_decay=weight_decay,
             momentum=momentum,
             betas=betas,
+            eps=eps,
             group=group,
             optimizer=optimizer,
         )
