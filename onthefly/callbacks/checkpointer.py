@@ -238,7 +238,14 @@ class Checkpointer(Callback):
         )
         saved_history = None
         if history and server is not None:
-            saved_history = server.history_snapshot().model_dump(mode="json")
+            snapshot = server.history_snapshot(max_total_points=payload.HISTORY_POINTS)
+            if any(s.decimated for run in snapshot.runs for s in run.series.values()):
+                log.warning(
+                    "the run's history holds more than %d points: the exported file keeps "
+                    "them min/max-decimated, so that it can be read back",
+                    payload.HISTORY_POINTS,
+                )
+            saved_history = snapshot.model_dump(mode="json")
         return payload.Payload(
             manifest=manifest,
             tensors={

@@ -249,18 +249,22 @@ class SessionServer:
             self._overflow += 1
         return run
 
-    def history_snapshot(self, timeout: float = 5.0) -> Snapshot:
-        """Every run's full history (undecimated) and the log tail, once what was published
-        so far has reached the broker (for an export).
+    def history_snapshot(
+        self, timeout: float = 5.0, max_total_points: int | None = None
+    ) -> Snapshot:
+        """Every run's full history and the log tail, once what was published so far has
+        reached the broker (for an export).
 
         Args:
             timeout: the most seconds to wait for the pump to catch up.
+            max_total_points: the most points of all series together (longer series are
+                min/max-decimated); ``None``: every point.
         """
         deadline = time.monotonic() + timeout
         while self._buffer and self._pump is not None and time.monotonic() < deadline:
             self._wake.set()
             time.sleep(PUMP_INTERVAL / 3)
-        return self._broker.history()
+        return self._broker.history(max_total_points)
 
     def preload(self, saved: Snapshot) -> None:
         """Put saved runs (from :meth:`history_snapshot`) back into this session's history."""

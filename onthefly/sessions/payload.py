@@ -39,7 +39,22 @@ from onthefly.sessions.manifest import (
 )
 from onthefly.sessions.writer import ArchiveWriter
 
-__all__ = ["DATA", "FILES", "HISTORY", "MODEL", "RNG", "TRAINER", "Payload", "write"]
+__all__ = [
+    "DATA",
+    "FILES",
+    "HISTORY",
+    "HISTORY_POINTS",
+    "MODEL",
+    "RNG",
+    "TRAINER",
+    "Payload",
+    "write",
+]
+
+HISTORY_POINTS = 4_000_000
+"""The most metric points an export's history keeps (longer series are min/max-decimated):
+what the reader's default limits (:class:`~onthefly.sessions.archive.Limits`) take, so that
+every exported file can be viewed and resumed."""
 
 
 @dataclass

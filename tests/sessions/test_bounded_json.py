@@ -116,3 +116,16 @@ def test_invalid_json_is_still_a_value_error() -> None:
         loads(b'{"a": [1, 2}', max_depth=64, max_memory=1 << 20)
     with pytest.raises(ValueError):
         loads(b'"unterminated', max_depth=64, max_memory=1 << 20)
+
+
+def test_an_exports_history_of_its_most_points_fits_the_readers_limits() -> None:
+    from onthefly.sessions.archive import Limits
+    from onthefly.sessions.payload import HISTORY_POINTS
+
+    # Points as exports write them: 7-digit steps and full-precision float values.
+    n = 20_000
+    series = {"steps": list(range(1_000_000, 1_000_000 + n)), "values": [i / 7 for i in range(n)]}
+    shape = measure(json.dumps(series).encode(), max_depth=64)
+    limits = Limits()
+    assert HISTORY_POINTS * shape.parsed_bytes / n <= limits.max_json_memory
+    assert HISTORY_POINTS * shape.size / n <= limits.max_json_bytes
