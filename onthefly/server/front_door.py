@@ -100,6 +100,8 @@ class FrontDoor:
             self._wake_write.send(b"x")
         if self._thread is not None:
             self._thread.join()
+        else:  # never started: nothing else would tell the library's shutdown
+            self._server.socket_closed.set()
         self._wake_read.close()
         self._wake_write.close()
 
