@@ -50,7 +50,8 @@ test-python: install
 # and 52 random pause points resumed in new processes.
 stress: install
 	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s -m stress tests/hardening
-	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s tests/hardening/test_reconnect.py
+	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s tests/hardening/test_reconnect.py \
+	  tests/hardening/test_connections.py
 	$(PY) -m pytest --benchmark-skip -q -m stress tests/sessions
 
 lint: install

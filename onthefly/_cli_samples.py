@@ -100,6 +100,7 @@ def samples_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", metavar="FILE", help="export to FILE (.parquet, .csv or .json) instead of printing"
     )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out FILE")
 
 
 def samples(client: Client, args: argparse.Namespace) -> Rendered:
@@ -112,7 +113,7 @@ def samples(client: Client, args: argparse.Namespace) -> Rendered:
             raise ConfigurationError(
                 f"--out {args.out!r}: expected a .parquet, .csv or .json file name"
             )
-        data = client.export_selection(name, directory, fmt, file)
+        data = client.export_selection(name, directory, fmt, file, args.overwrite)
         return data, lambda: f"wrote {data['rows']} samples of {name!r} to {data['path']}"
     data = client.selection_rows(name, limit=args.top)
     return data, lambda: render_rows(data)

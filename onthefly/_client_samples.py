@@ -82,12 +82,23 @@ class SampleCommands:
         )
 
     def export_selection(
-        self, name: str, directory: str, format: str = "parquet", file: str | None = None
+        self,
+        name: str,
+        directory: str,
+        format: str = "parquet",
+        file: str | None = None,
+        overwrite: bool = False,
     ) -> dict[str, Any]:
         """Write the selection ``name`` to ``directory`` (absolute) as csv, parquet or json;
-        the reply holds the ``path``, ``rows`` and ``bytes`` written."""
+        the reply holds the ``path``, ``rows`` and ``bytes`` written. A file already there is
+        replaced only with ``overwrite`` (else ``file_error``)."""
         return self._call(
-            "export_selection", name=name, directory=directory, format=format, file=file
+            "export_selection",
+            name=name,
+            directory=directory,
+            format=format,
+            file=file,
+            overwrite=overwrite,
         )
 
     def data_map(self, split: str = "train", max_points: int = 20_000) -> dict[str, Any]:

@@ -130,7 +130,7 @@ HEALTH_CHECKS = (
     "throughput",
     "distribution",
 )
-HPARAMS = ("lr", "weight_decay", "momentum", "betas")
+HPARAMS = ("lr", "weight_decay", "momentum", "betas", "eps")
 
 
 def _health_arguments(parser: argparse.ArgumentParser) -> None:
@@ -189,6 +189,11 @@ def _set(args: argparse.Namespace) -> int:
 
 def _path_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH", help="the session file (.otf)")
+
+
+def _export_arguments(parser: argparse.ArgumentParser) -> None:
+    _path_argument(parser)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing file")
 
 
 def _restore_arguments(parser: argparse.ArgumentParser) -> None:
@@ -272,15 +277,15 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "set",
-        "change lr, weight_decay, momentum or betas at the next boundary",
+        "change lr, weight_decay, momentum, betas or eps at the next boundary",
         _set,
         _set_arguments,
     ),
     Subcommand(
         "export",
-        "write the whole session to a .otf file",
-        _control(lambda c, a: c.export(a.path)),
-        _path_argument,
+        "write the whole session to a .otf file (an existing one only with --overwrite)",
+        _control(lambda c, a: c.export(a.path, a.overwrite)),
+        _export_arguments,
     ),
     Subcommand(
         "import",

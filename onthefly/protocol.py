@@ -27,6 +27,10 @@ PROTOCOL_VERSION: Final = 1
 MAX_FRAME_BYTES = 1 << 20
 """Largest client frame the server accepts (1 MiB); larger ones get ``frame_too_large``."""
 
+FILE_EXISTS: Final = "exists; expected a new file name, or overwrite to replace it"
+"""What a ``file_error`` refusing an export onto an existing file says (after the path), so
+that a client can offer to replace it."""
+
 RunState = Literal["running", "paused", "testing", "finished"]
 Split = Literal["train", "val", "test"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -35,7 +39,7 @@ HealthCheck = Literal[
     "determinism", "gradients", "instability", "activations", "throughput", "distribution"
 ]
 Severity = Literal["info", "warning", "error"]
-HparamName = Literal["lr", "weight_decay", "momentum", "betas"]
+HparamName = Literal["lr", "weight_decay", "momentum", "betas", "eps"]
 HparamValue = float | list[float]
 SampleSource = Literal["training", "scan"]
 """Per-sample data of a split: the running training statistics, or the latest scan."""
@@ -57,7 +61,7 @@ ErrorCode = Literal[
     "busy",  # another command of the same kind is still running
     "session_closed",  # the run ended before the command could take effect
     "unsupported",  # valid, but this run cannot do it (e.g. no test loader)
-    "file_error",  # a session file could not be written or read (the message says why)
+    "file_error",  # a file could not be written or read, or exists (the message says why)
     "internal",  # a bug: the message says what failed, never a traceback
 ]
 
@@ -93,6 +97,15 @@ class Series(Message):
     steps: list[int]
     values: list[float | None]
     decimated: bool = False
+
+    @model_validator(mode="after")
+    def _one_value_per_step(self) -> Series:
+        if len(self.steps) != len(self.values):
+            raise ValueError(
+                f"{len(self.steps)} steps and {len(self.values)} values; expected one value "
+                "per step"
+            )
+        return self
 
 
 class LogRecord(Message):
@@ -242,6 +255,30 @@ class HparamChange(EventBase):
     new: HparamValue
 
 
+class RolledBack(Message):
+    """One hyperparameter of one param group an ``hparam_error`` put back."""
+
+    group: int
+    name: HparamName
+    restored: HparamValue | None
+    """The value before the edit, in force again."""
+    rejected: HparamValue
+    """The edit's value, under which the optimizer failed."""
+
+
+class HparamError(EventBase):
+    """An accepted ``set`` under which the optimizer's next step failed: the edit was rolled
+    back, that step's update not applied, and the run paused (its ``status`` says why)."""
+
+    type: Literal["hparam_error"] = "hparam_error"
+    step: int
+    """The step whose update failed."""
+    optimizer: int
+    message: str
+    """What the optimizer raised."""
+    rolled_back: list[RolledBack]
+
+
 class ScanProgress(EventBase):
     """Progress of a ``scan``: ``running`` while it goes, then ``done`` or ``cancelled``."""
 
@@ -343,6 +380,7 @@ EventModel = (
     | TestResult
     | HealthResult
     | HparamChange
+    | HparamError
     | ScanProgress
     | ForkProgress
     | LineageChanged
@@ -425,6 +463,7 @@ ServerMessage = Annotated[
     | TestResult
     | HealthResult
     | HparamChange
+    | HparamError
     | ScanProgress
     | ForkProgress
     | LineageChanged
@@ -516,7 +555,9 @@ class SetHparams(CommandBase):
     """Change optimizer hyperparameters at the next boundary (every group unless ``group``).
 
     Each change is published as an ``hparam_change`` event; a scheduler keeps it (its base
-    values are rescaled).
+    values are rescaled). Values are checked against the parameters' dtype before anything
+    changes (``unsupported`` otherwise); should the optimizer still fail under an accepted
+    edit, the edit is rolled back and the run paused (``hparam_error``).
     """
 
     type: Literal["set"] = "set"
@@ -524,14 +565,15 @@ class SetHparams(CommandBase):
     weight_decay: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     momentum: float | None = Field(default=None, ge=0, lt=1)
     betas: tuple[Beta, Beta] | None = None
+    eps: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     group: int | None = Field(default=None, ge=0)
     optimizer: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _something_to_set(self) -> SetHparams:
-        values = (self.lr, self.weight_decay, self.momentum, self.betas)
+        values = (self.lr, self.weight_decay, self.momentum, self.betas, self.eps)
         if all(value is None for value in values):
-            raise ValueError("nothing to set; expected lr, weight_decay, momentum or betas")
+            raise ValueError("nothing to set; expected lr, weight_decay, momentum, betas or eps")
         return self
 
 
@@ -540,10 +582,14 @@ SessionPath = Annotated[str, Field(min_length=1, max_length=4096)]
 
 
 class Export(CommandBase):
-    """Write the whole session to a ``.otf`` file at the next boundary (see docs/sessions.md)."""
+    """Write the whole session to a ``.otf`` file at the next boundary (see docs/sessions.md).
+
+    A file already at ``path`` is refused (``file_error``) unless ``overwrite``.
+    """
 
     type: Literal["export"] = "export"
     path: SessionPath
+    overwrite: bool = False
 
 
 class Import(CommandBase):
@@ -720,6 +766,8 @@ class ExportSelection(CommandBase):
     """An absolute path to an existing folder."""
     file: str | None = Field(default=None, min_length=1, max_length=255)
     """A bare file name (no folder part)."""
+    overwrite: bool = False
+    """Replace a file already there (else it is refused: ``file_error``)."""
 
 
 class DataMap(CommandBase):

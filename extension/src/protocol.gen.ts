@@ -57,6 +57,7 @@ export type ServerMessage =
   | TestResult
   | HealthResult
   | HparamChange
+  | HparamError
   | ScanProgress
   | ForkProgress
   | LineageChanged
@@ -87,6 +88,7 @@ export interface Batch {
     | TestResult
     | HealthResult
     | HparamChange
+    | HparamError
     | ScanProgress
     | ForkProgress
     | LineageChanged
@@ -303,7 +305,7 @@ export interface Finding {
  */
 export interface HparamChange {
   group: number;
-  name: 'lr' | 'weight_decay' | 'momentum' | 'betas';
+  name: 'lr' | 'weight_decay' | 'momentum' | 'betas' | 'eps';
   new: number | number[];
   old: number | number[] | null;
   optimizer: number;
@@ -314,6 +316,37 @@ export interface HparamChange {
   time: number;
   type: 'hparam_change';
   v: 1;
+}
+/**
+ * An accepted ``set`` under which the optimizer's next step failed: the edit was rolled
+ * back, that step's update not applied, and the run paused (its ``status`` says why).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "HparamError".
+ */
+export interface HparamError {
+  message: string;
+  optimizer: number;
+  rolled_back: RolledBack[];
+  run: string;
+  seq: number;
+  session: string;
+  step: number;
+  time: number;
+  type: 'hparam_error';
+  v: 1;
+}
+/**
+ * One hyperparameter of one param group an ``hparam_error`` put back.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "RolledBack".
+ */
+export interface RolledBack {
+  group: number;
+  name: 'lr' | 'weight_decay' | 'momentum' | 'betas' | 'eps';
+  rejected: number | number[];
+  restored: number | number[] | null;
 }
 /**
  * Progress of a ``scan``: ``running`` while it goes, then ``done`` or ``cancelled``.
@@ -574,13 +607,16 @@ export interface RunHealth {
  * Change optimizer hyperparameters at the next boundary (every group unless ``group``).
  *
  * Each change is published as an ``hparam_change`` event; a scheduler keeps it (its base
- * values are rescaled).
+ * values are rescaled). Values are checked against the parameters' dtype before anything
+ * changes (``unsupported`` otherwise); should the optimizer still fail under an accepted
+ * edit, the edit is rolled back and the run paused (``hparam_error``).
  *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "SetHparams".
  */
 export interface SetHparams {
   betas?: [unknown, unknown] | null;
+  eps?: number | null;
   group?: number | null;
   id: string;
   lr?: number | null;
@@ -593,11 +629,14 @@ export interface SetHparams {
 /**
  * Write the whole session to a ``.otf`` file at the next boundary (see docs/sessions.md).
  *
+ * A file already at ``path`` is refused (``file_error``) unless ``overwrite``.
+ *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "Export".
  */
 export interface Export {
   id: string;
+  overwrite?: boolean;
   path: string;
   run?: string | null;
   type: 'export';
@@ -754,6 +793,7 @@ export interface ExportSelection {
   format?: 'csv' | 'parquet' | 'json';
   id: string;
   name: string;
+  overwrite?: boolean;
   run?: string | null;
   type: 'export_selection';
 }

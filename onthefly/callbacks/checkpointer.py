@@ -154,19 +154,23 @@ class Checkpointer(Callback):
 
     # ------------------------------------------------------------------ public API
 
-    def export(self, trainer: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
+    def export(
+        self, trainer: Any, path: str | os.PathLike[str], overwrite: bool = False
+    ) -> dict[str, Any]:
         """Write the session to ``path`` now (call at a batch boundary, e.g. from a callback).
 
         Args:
             trainer: the trainer driving the run.
             path: the file; ``.otf`` is appended when missing.
+            overwrite: replace a file already at ``path`` (else it is refused).
 
         Returns:
             ``{"path", "size", "step", "epoch"}`` of the written file.
 
         Raises:
-            SessionFileError: an invalid path, or the file could not be written (the run is
-                unaffected and an earlier file of that name is untouched).
+            SessionFileError: an invalid path, a file already there (without ``overwrite``),
+                or the file could not be written (the run is unaffected and an earlier file
+                of that name is untouched).
         """
         ranks = None
         sync = self.session.ranks
@@ -175,9 +179,10 @@ class Checkpointer(Callback):
             ranks = sync.group.gather(self._rank_state(trainer), what)
             if ranks is None:
                 return {}  # rank 0 writes the file and answers
-        target = export_path(path)
+        target = export_path(path, overwrite)
         self.session.quiesce()  # buffered telemetry first, so the history is complete
-        size = payload.write(self._payload(trainer, "export", history=True, ranks=ranks), target)
+        written = self._payload(trainer, "export", history=True, ranks=ranks)
+        size = payload.write(written, target, overwrite)
         log.info("session exported to %s (%d bytes)", target, size)
         return {
             "path": str(target),
@@ -244,7 +249,14 @@ class Checkpointer(Callback):
         )
         saved_history = None
         if history and server is not None:
-            saved_history = server.history_snapshot().model_dump(mode="json")
+            snapshot = server.history_snapshot(max_total_points=payload.HISTORY_POINTS)
+            if any(s.decimated for run in snapshot.runs for s in run.series.values()):
+                log.warning(
+                    "the run's history holds more than %d points: the exported file keeps "
+                    "them min/max-decimated, so that it can be read back",
+                    payload.HISTORY_POINTS,
+                )
+            saved_history = snapshot.model_dump(mode="json")
         return payload.Payload(
             manifest=manifest,
             tensors={
@@ -273,7 +285,7 @@ class Checkpointer(Callback):
             archive.extract(payload.FILES, workdir)
             if payload.HISTORY not in archive.names() or self.session.server is None:
                 return
-            saved = Snapshot.model_validate(archive.read_json(payload.HISTORY))
+            saved = archive.read_model(payload.HISTORY, Snapshot)
         server = self.session.server
         # The file's main run becomes this run's past: same charts, continued.
         runs = list(saved.runs)
@@ -293,7 +305,8 @@ class Checkpointer(Callback):
 
     def _on_export(self, boundary: Boundary, cmd: PendingCommand) -> None:
         try:
-            result = self.export(boundary.trainer, cmd.command.path)  # type: ignore[union-attr]
+            command: Any = cmd.command
+            result = self.export(boundary.trainer, command.path, command.overwrite)
         except SessionFileError as exc:
             cmd.fail("file_error", str(exc))
             return

@@ -37,6 +37,7 @@ import torch
 from lightning.pytorch import Callback
 from torch import nn
 
+from onthefly._representable import check_command_values
 from onthefly.callbacks._sample_commands import criterion_of
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
@@ -170,6 +171,7 @@ class ForkSpawner(Callback):
         trainer, session = boundary.trainer, self.session
         self.paused("a fork")
         parts = self.parts(trainer)
+        check_command_values(parts.model.parameters(), lr=command.lr)
         indices, selection = self._slice(command, parts.train_size)
         name = self.registry.check_new(
             command.name or self.registry.next_name(), self.taken_names()

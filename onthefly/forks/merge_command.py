@@ -36,6 +36,7 @@ import torch
 from lightning.fabric.utilities.apply_func import apply_to_collection
 from torch import nn
 
+from onthefly._representable import check_command_values
 from onthefly.distributed.group import ControlGroup
 from onthefly.distributed.replicate import broadcast_module, broadcast_optimizer
 from onthefly.errors import ConfigurationError, SessionFileError
@@ -189,6 +190,7 @@ def merge(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None
     command: Any = cmd.command
     spawner.paused("a merge")
     parts = spawner.parts(boundary.trainer)
+    check_command_values(parts.model.parameters(), command.lr, command.temperature, command.weights)
     records = _records(spawner, list(command.forks))
     name = spawner.registry.check_new(command.name or _next_name(spawner), spawner.taken_names())
     interrupts = LongCommand(spawner.session, merge=name)

@@ -12,7 +12,9 @@
     on_fit_end
 
 ``trainer.should_stop`` and ``max_steps`` are checked before every batch, ``max_epochs`` before
-every epoch, as Lightning does; so a callback may raise ``max_epochs`` mid-run to extend it.
+every epoch, as Lightning does; so a callback may raise ``max_epochs`` mid-run to extend it. An
+epoch whose loader yields no batch at all is a :class:`~onthefly.errors.ConfigurationError`:
+with ``max_steps`` alone it would otherwise never end.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from onthefly.dataloaders import release_workers
 from onthefly.distributed.sharding import set_sampler_epoch
+from onthefly.errors import ConfigurationError
 from onthefly.native.device import to_device
 from onthefly.native.step import checked_output
 from onthefly.sessions.data_position import TrackedLoader
@@ -112,7 +115,7 @@ class FitLoop:
                 try:
                     batch = next(batches)
                 except StopIteration:
-                    return True
+                    return self._not_empty(batch_idx)
                 if not self._run_batch(batch, batch_idx):
                     return False  # ended at the batch's start: it was not trained on
                 batch_idx += 1
@@ -124,6 +127,17 @@ class FitLoop:
             release_workers(getattr(batches, "inner", batches), TrackedLoader.unwrap(loader))
             raise
         return batch_idx == total
+
+    def _not_empty(self, batches: int) -> bool:
+        """``True`` (the epoch is complete), unless it had no batch from its start."""
+        if batches:
+            return True
+        raise ConfigurationError(
+            f"the training loader yielded no batch in epoch {self.trainer.current_epoch}; "
+            "expected at least one (is the dataset empty, or smaller than a batch with "
+            "drop_last=True? an iterator or generator is used up after one epoch: pass a "
+            "DataLoader or a list, which can be iterated every epoch)"
+        )
 
     def _run_batch(self, raw: Any, batch_idx: int) -> bool:
         """Train on one batch; ``False`` when a batch-start hook ended the epoch instead."""

@@ -156,8 +156,39 @@ def _loss(
     x, y = unpack(batch, keys)
     with state.autocast:
         preds = predictions(call_model(state.model, x))
-        loss = state.loss_fn(preds, y)
+        try:
+            loss = state.loss_fn(preds, y)
+        except Exception as exc:
+            if isinstance(preds, torch.Tensor):
+                raise  # the user's loss and tensors: their error is the clearest
+            raise ConfigurationError(_unusable_output(preds, exc)) from exc
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        tensor = isinstance(loss, torch.Tensor)
+        got = f"a tensor of shape {tuple(loss.shape)}" if tensor else repr(loss)
+        raise ConfigurationError(
+            f"loss_fn returned {got}; the default step expected a scalar tensor to call "
+            "backward() on (a loss with reduction='none' needs .mean()), or register your own "
+            "step with @trainer.training_step"
+        )
     return loss, preds, y
+
+
+def _unusable_output(preds: Any, exc: Exception) -> str:
+    if isinstance(preds, Mapping):
+        what = f"a {type(preds).__name__} with keys {sorted(map(str, preds))}"
+        fix = "loss_fn=lambda out, y: F.cross_entropy(out['logits'], y)"
+    elif isinstance(preds, Sequence) and not isinstance(preds, str):
+        what = f"a {type(preds).__name__} of {len(preds)} items"
+        fix = "loss_fn=lambda out, y: F.cross_entropy(out[0], y)"
+    else:
+        what = f"a {type(preds).__name__}"
+        fix = "a loss_fn that takes this output"
+    return (
+        f"the model returned {what}, which loss_fn could not take ({type(exc).__name__}: {exc}); "
+        "the default step computes loss_fn(model(x), y): return a tensor from forward, pass a "
+        f"loss_fn that takes the output (e.g. {fix}), or register your own step with "
+        "@trainer.training_step (and @trainer.validation_step)"
+    )
 
 
 def _update_metrics(state: StepState, preds: torch.Tensor, target: Any) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import Snapshot
+from onthefly.server.admission import Limits
 from onthefly.server.broker import Broker, RawEvent
 from onthefly.server.console import announce, dashboard_kind
 from onthefly.server.discovery import SessionFile, remove_session, write_session
@@ -40,7 +41,8 @@ BUFFER_SIZE = 250_000
 _CHUNK = 2000  # events per broker call, so commands never wait long for the broker's lock
 _PUBLISHABLE = frozenset(
     {"metrics", "status", "epoch", "runtime", "log", "test_result"}
-    | {"health_result", "hparam_change", "scan_progress", "fork_progress", "lineage"}
+    | {"health_result", "hparam_change", "hparam_error", "scan_progress", "fork_progress"}
+    | {"lineage"}
 )
 _DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboard"
 
@@ -63,6 +65,7 @@ class SessionServer:
             file, so that the CLI tells it apart from the live run it came from).
         read_only: serve history only: control commands are refused as ``unsupported``
             with this message (``onthefly view`` of a session file).
+        limits: the connection limits (see :mod:`onthefly.server.admission`).
 
     Raises:
         ConfigurationError: a host other than 127.0.0.1, or a port outside 0-65535.
@@ -88,6 +91,7 @@ class SessionServer:
         quiet: bool = False,
         viewing: str | None = None,
         read_only: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if host != HOST:
             raise ConfigurationError(
@@ -115,6 +119,7 @@ class SessionServer:
             dashboard_dir=_DASHBOARD_DIR if dashboard_dir is None else dashboard_dir,
             on_connect=self._announce_client,
             home=home,
+            limits=limits,
         )
         self._buffer: deque[RawEvent] = deque()
         self._overflow = 0
@@ -251,18 +256,22 @@ class SessionServer:
             self._overflow += 1
         return run
 
-    def history_snapshot(self, timeout: float = 5.0) -> Snapshot:
-        """Every run's full history (undecimated) and the log tail, once what was published
-        so far has reached the broker (for an export).
+    def history_snapshot(
+        self, timeout: float = 5.0, max_total_points: int | None = None
+    ) -> Snapshot:
+        """Every run's full history and the log tail, once what was published so far has
+        reached the broker (for an export).
 
         Args:
             timeout: the most seconds to wait for the pump to catch up.
+            max_total_points: the most points of all series together (longer series are
+                min/max-decimated); ``None``: every point.
         """
         deadline = time.monotonic() + timeout
         while self._buffer and self._pump is not None and time.monotonic() < deadline:
             self._wake.set()
             time.sleep(PUMP_INTERVAL / 3)
-        return self._broker.history()
+        return self._broker.history(max_total_points)
 
     def preload(self, saved: Snapshot) -> None:
         """Put saved runs (from :meth:`history_snapshot`) back into this session's history."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from onthefly.protocol import Snapshot
 from onthefly.server import SessionServer
-from onthefly.sessions.archive import SessionArchive
+from onthefly.sessions.archive import Limits, SessionArchive
 from onthefly.sessions.manifest import HISTORY
 
 
@@ -24,6 +24,7 @@ def serve(
     port: int | None = None,
     home: str | os.PathLike[str] | None = None,
     quiet: bool = False,
+    limits: Limits | None = None,
 ) -> SessionServer:
     """Start a read-only session serving ``path``'s history; the caller closes it.
 
@@ -32,6 +33,7 @@ def serve(
         port: first port to try (``None``: ``ONTHEFLY_PORT`` or 47621; ``0``: any).
         home: OnTheFly home for the discovery file.
         quiet: do not print the dashboard's address.
+        limits: the bounds the file must respect (default :class:`Limits`).
 
     Raises:
         SessionFileError: the file is not a readable session file.
@@ -41,13 +43,9 @@ def serve(
         >>> server = serve("run.otf", port=0)  # doctest: +SKIP
         >>> print(server.url); server.close()  # doctest: +SKIP
     """
-    with SessionArchive(path) as archive:
+    with SessionArchive(path, limits or Limits()) as archive:
         manifest = archive.manifest
-        saved = (
-            Snapshot.model_validate(archive.read_json(HISTORY))
-            if HISTORY in archive.names()
-            else None
-        )
+        saved = archive.read_model(HISTORY, Snapshot) if HISTORY in archive.names() else None
     message = (
         f"this is {Path(path).name}, an exported session opened read-only (onthefly view): "
         "control commands need a live run; resume it with resume_from= to train on"

@@ -250,3 +250,30 @@ def test_a_custom_step_without_loss_fn_is_allowed_and_registering_junk_is_not() 
     assert trainer.global_step == 2
     with pytest.raises(ConfigurationError, match="expected a function"):
         trainer.training_step("not a function")  # type: ignore[type-var]
+
+
+class _DictModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = self.layer(x)
+        return {"scores": out, "features": out}
+
+
+def test_a_model_output_the_loss_cannot_take_names_the_fix() -> None:
+    model = _DictModel()
+    trainer = bare()
+    data = [(torch.zeros(3, 2), torch.zeros(3, dtype=torch.long))]
+    with pytest.raises(ConfigurationError, match=r"keys 'scores', 'features'.*'logits'"):
+        trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), data)
+
+
+def test_a_loss_of_one_element_is_fine_and_of_several_is_named() -> None:
+    model = nn.Linear(2, 1)
+    data = [(torch.zeros(3, 2), torch.zeros(3, 1))]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    bare().fit(model, optimizer, lambda out, y: ((out - y) ** 2).mean().reshape(1), data)
+    with pytest.raises(ConfigurationError, match=r"shape \(3, 1\); the default step expected"):
+        bare().fit(model, optimizer, lambda out, y: (out - y) ** 2, data)

@@ -11,6 +11,7 @@ import type {
   ForkProgress,
   HealthResult,
   HparamChange,
+  HparamError,
   LineageChanged,
   LogRecord,
   RunInfo,
@@ -37,6 +38,8 @@ export interface RunView {
   health: Partial<Record<HealthResult['check'], HealthResult>>;
   /** Hyperparameter changes in step order (chart markers). */
   hparams: HparamChange[];
+  /** The latest edit the optimizer failed under (rolled back, run paused), if any. */
+  hparamError: HparamError | null;
   /** The latest progress of a full-split scan, by split. */
   scans: Partial<Record<ScanProgress['split'], ScanProgress>>;
   /** A fork run's latest training progress. */
@@ -143,6 +146,7 @@ export function applyServerMessage(
     case 'test_result':
     case 'health_result':
     case 'hparam_change':
+    case 'hparam_error':
     case 'scan_progress':
     case 'fork_progress':
     case 'lineage':
@@ -202,6 +206,9 @@ function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boo
     case 'hparam_change':
       addHparamChange(run.hparams, event);
       break;
+    case 'hparam_error':
+      run.hparamError = event;
+      break;
     case 'scan_progress':
       run.scans[event.split] = event;
       break;
@@ -248,7 +255,7 @@ function mergeSnapshot(source: SourceView, snapshot: Snapshot, limits: Limits): 
 }
 
 export function newRun(info: RunInfo): RunView {
-  return { info, series: {}, epochStarts: [], runtime: null, tests: [], health: {}, hparams: [], scans: {}, fork: null, lineage: null };
+  return { info, series: {}, epochStarts: [], runtime: null, tests: [], health: {}, hparams: [], hparamError: null, scans: {}, fork: null, lineage: null };
 }
 
 /** Keep changes in step order, once each (a snapshot repeats the ones already streamed). */
