@@ -6,6 +6,7 @@ The public API is a handful of names::
     onthefly.OnTheFly          # one Lightning callback bundling everything
     onthefly.attach_lightning  # add OnTheFly to an existing lightning.Trainer
     onthefly.connect           # a Python client of a live session
+    onthefly.show              # the dashboard of every run, inline in a notebook
 
 Heavy names load lazily so that ``onthefly.connect`` and the CLI never import torch.
 """
@@ -22,15 +23,17 @@ _LAZY = {
     "OnTheFly": "onthefly.callbacks.onthefly",
     "attach_lightning": "onthefly.lightning",
     "connect": "onthefly.client",
+    "show": "onthefly.notebook",
 }
 
-__all__ = ["OnTheFly", "Trainer", "__version__", "attach_lightning", "connect"]
+__all__ = ["OnTheFly", "Trainer", "__version__", "attach_lightning", "connect", "show"]
 
 if TYPE_CHECKING:
     from onthefly.callbacks.onthefly import OnTheFly
     from onthefly.client import connect
     from onthefly.lightning import attach_lightning
     from onthefly.native.trainer import Trainer
+    from onthefly.notebook import show
 
 
 def __getattr__(name: str) -> Any:

@@ -11,6 +11,7 @@ from typing import Any
 
 from onthefly._resolve import name_of
 from onthefly.protocol import (
+    Alert,
     Coalesced,
     EpochEvent,
     ForkProgress,
@@ -19,6 +20,7 @@ from onthefly.protocol import (
     LineageChanged,
     LogEvent,
     MetricsEvent,
+    RunConfig,
     RunStarted,
     RuntimeEvent,
     ScanProgress,
@@ -70,9 +72,12 @@ def _kind(session: SessionFile) -> str:
 
 
 def status(data: Mapping[str, Any]) -> str:
-    """``mnist/baseline: running at step 120, epoch 1`` then the latest metrics."""
+    """``mnist/baseline: running at step 120, epoch 1``, the latest metrics, then the alerts
+    raised (``alerts: nonfinite_loss, stalled``) when there are any."""
     name = data.get("run") or f"{data.get('project')}/{data.get('name')}"
-    return f"{name}: {_where(data)}\n  {metrics(data.get('latest') or {})}"
+    text = f"{name}: {_where(data)}\n  {metrics(data.get('latest') or {})}"
+    raised = data.get("alerts") or []
+    return text + (f"\n  alerts: {', '.join(raised)}" if raised else "")
 
 
 def when(timestamp: float) -> str:
@@ -243,6 +248,8 @@ _EVENT_TEXT: dict[type, Callable[[Any], str]] = {
         + (f" ({m.message})" if m.message else "")
     ),
     LineageChanged: lambda m: f"{m.run}: lineage of {len(m.nodes)} models, active {m.active}",
+    Alert: lambda m: f"{m.run}: {m.severity} {m.kind} {m.state} at step {m.step}: {m.message}",
+    RunConfig: lambda m: f"{m.run}: config {metrics(m.values)}",
     Coalesced: lambda m: (
         f"fell behind: skipped {m.dropped} telemetry events (seq {m.from_seq}-{m.to_seq})"
     ),

@@ -225,6 +225,20 @@ def _view(args: argparse.Namespace) -> int:
     return OK
 
 
+def _dashboard_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--port", type=int, help="the hub's port (default: ONTHEFLY_HUB_PORT, else 47620)"
+    )
+    parser.add_argument("--logdir", metavar="DIR", help="also serve the .otf files of DIR")
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from onthefly.hub import serve_until_interrupted
+
+    serve_until_interrupted(port=args.port, logdir=args.logdir)
+    return OK
+
+
 def _rendered(
     call: Callable[[Client, argparse.Namespace], _cli_samples.Rendered],
 ) -> Callable[..., int]:
@@ -313,6 +327,13 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
         "serve a .otf file's history to the dashboard, read-only (Ctrl+C to stop)",
         _view,
         _view_arguments,
+        False,
+    ),
+    Subcommand(
+        "dashboard",
+        "serve one dashboard for every run on this machine (Ctrl+C to stop)",
+        _dashboard,
+        _dashboard_arguments,
         False,
     ),
     Subcommand(

@@ -35,6 +35,8 @@ RunState = Literal["running", "paused", "testing", "finished"]
 Split = Literal["train", "val", "test"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 Metrics = dict[str, float | None]
+ConfigValue = float | int | str | bool | None
+"""One value of a run's configuration: a number, a name, a flag, or unknown."""
 HealthCheck = Literal[
     "determinism", "gradients", "instability", "activations", "throughput", "distribution"
 ]
@@ -117,6 +119,17 @@ class LogRecord(Message):
     message: str
 
 
+AlertKind = Literal[
+    "nonfinite_loss",  # the training loss is NaN or infinite
+    "nonfinite_grad",  # the gradient norm is NaN or infinite
+    "loss_spike",  # a training loss far above the recent ones
+    "stalled",  # no training step for many times the usual step time
+    "loader_crashed",  # a data loader raised (or its worker died) and ended the run
+    "crashed",  # another exception ended the run
+]
+"""What an ``alert`` is about."""
+
+
 class RunInfo(Message):
     """What a client needs to know about one run of the session."""
 
@@ -129,6 +142,18 @@ class RunInfo(Message):
     epoch: int
     started_at: FiniteFloat
     latest: Metrics = Field(default_factory=dict)
+    alerts: list[AlertKind] = Field(default_factory=list)
+    """The alerts raised and not cleared, oldest first."""
+    config: dict[str, ConfigValue] = Field(default_factory=dict)
+    """The run's configuration as training started (see the ``config`` event)."""
+
+
+class Clock(Message):
+    """Wall-clock anchors of a run: at ``steps[i]`` it was ``times[i]`` (UNIX seconds). One
+    anchor per second of training at most, so a step's time is interpolated between two."""
+
+    steps: list[int] = Field(default_factory=list)
+    times: list[float] = Field(default_factory=list)
 
 
 class RunSnapshot(RunInfo):
@@ -141,6 +166,9 @@ class RunSnapshot(RunInfo):
     """The latest result of each health check."""
     lineage: LineageChanged | None = None
     """The latest lineage of forks and merges published on this run, if any."""
+    alert_history: list[Alert] = Field(default_factory=list)
+    """Every alert of the run (raised and cleared), in order."""
+    clock: Clock = Field(default_factory=Clock)
 
 
 class ErrorInfo(Message):
@@ -370,6 +398,31 @@ class LineageChanged(EventBase):
     edges: list[LineageEdge]
 
 
+class Alert(EventBase):
+    """Something in the run needs a look: ``raised`` when it happens, ``cleared`` when it no
+    longer holds (a finite loss again, steps again; a spike clears itself after a quiet
+    stretch). Detected from the values the run already ships, never with a host sync."""
+
+    type: Literal["alert"] = "alert"
+    kind: AlertKind
+    state: Literal["raised", "cleared"]
+    severity: Severity
+    step: int
+    message: str
+    """One line saying what happened and what to look at."""
+    details: dict[str, Any] = Field(default_factory=dict)
+    """The numbers behind it (the value, the threshold, the exception's type, ...)."""
+
+
+class RunConfig(EventBase):
+    """The run's configuration, published as training starts: the optimizer and its
+    hyperparameters, batch size, limits, model size and the module's own hyperparameters
+    (Lightning's ``save_hyperparameters``)."""
+
+    type: Literal["config"] = "config"
+    values: dict[str, ConfigValue]
+
+
 EventModel = (
     RunStarted
     | StatusChanged
@@ -384,6 +437,8 @@ EventModel = (
     | ScanProgress
     | ForkProgress
     | LineageChanged
+    | Alert
+    | RunConfig
 )
 """Every stream event model (each carries the envelope and a ``seq``)."""
 
@@ -467,6 +522,8 @@ ServerMessage = Annotated[
     | ScanProgress
     | ForkProgress
     | LineageChanged
+    | Alert
+    | RunConfig
     | Hello
     | Batch
     | Snapshot
@@ -492,6 +549,9 @@ class Subscribe(CommandBase):
     type: Literal["subscribe"] = "subscribe"
     since: int | None = Field(default=None, ge=0)
     max_points: int | None = Field(default=None, ge=2, le=1_000_000)
+    relay: bool = False
+    """The subscriber keeps the run's history for others (the ``onthefly dashboard`` hub): it
+    does not count as someone watching, so it never keeps a run open at its end."""
 
 
 class Unsubscribe(CommandBase):
@@ -787,6 +847,18 @@ class Explorer(CommandBase):
     max_points: int = Field(default=20_000, ge=2, le=1_000_000)
 
 
+class SamplePreview(CommandBase):
+    """What some samples of a split are, for the dashboard to show: a thumbnail of an
+    image-like input (1-4 channels), the text or image of the run's ``describe_sample`` hook,
+    or a compact summary of the tensor. At most 64 samples, each at most ``size`` pixels."""
+
+    type: Literal["sample_preview"] = "sample_preview"
+    split: Split = "train"
+    indices: list[Annotated[int, Field(ge=0)]] = Field(min_length=1, max_length=64)
+    size: int = Field(default=64, ge=8, le=128)
+    """The longest side of a thumbnail, in pixels."""
+
+
 ForkName = SelectionName
 """A fork's or a merge's name: also its weights file's name, so no path separators."""
 
@@ -943,6 +1015,7 @@ Command = Annotated[
     | ExportSelection
     | DataMap
     | Explorer
+    | SamplePreview
     | Fork
     | Forks
     | Compare
@@ -954,7 +1027,7 @@ Command = Annotated[
 
 SAMPLE_COMMANDS = frozenset(
     {"scan", "cancel", "histogram", "quantiles", "select", "selections", "selection_rows"}
-    | {"export_selection", "data_map", "explorer"}
+    | {"export_selection", "data_map", "explorer", "sample_preview"}
 )
 """Per-sample commands: answered on the training thread, which owns the per-sample data."""
 

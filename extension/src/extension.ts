@@ -3,11 +3,13 @@ import * as vscode from 'vscode';
 import { DashboardPanel } from './host/dashboardPanel';
 import { dirname } from 'node:path';
 import { SessionWatcher, sessionsDir } from './host/discovery';
+import { HubLauncher } from './host/hubLauncher';
 import { SessionViewer } from './host/sessionViewer';
 import { RunStore } from './host/runStore';
 import { RunStatusBar, SHOW_COMMAND } from './host/statusBar';
 
 const OPEN_FILE_COMMAND = 'onthefly.openSessionFile';
+const OPEN_HUB_COMMAND = 'onthefly.openHub';
 
 export function activate(context: vscode.ExtensionContext): void {
   const output = vscode.window.createOutputChannel('OnTheFly');
@@ -19,6 +21,19 @@ export function activate(context: vscode.ExtensionContext): void {
     python: () => config().get<string>('python')?.trim() || 'python3',
     home: () => dirname(home()),
   });
+  const hub = new HubLauncher({
+    python: () => config().get<string>('python')?.trim() || 'python3',
+    home: () => dirname(home()),
+  });
+  const openHub = async (): Promise<void> => {
+    try {
+      const url = await hub.address();
+      log(`the hub serves every run at ${url.split('?')[0]}`);
+      await vscode.env.openExternal(vscode.Uri.parse(url));
+    } catch (err) {
+      void vscode.window.showErrorMessage(`OnTheFly: cannot start the hub: ${(err as Error).message}`);
+    }
+  };
   const openFile = async (uri?: vscode.Uri): Promise<void> => {
     const file =
       uri?.fsPath ??
@@ -44,7 +59,9 @@ export function activate(context: vscode.ExtensionContext): void {
     watcher,
     new RunStatusBar(store),
     viewer,
+    hub,
     vscode.commands.registerCommand(OPEN_FILE_COMMAND, openFile),
+    vscode.commands.registerCommand(OPEN_HUB_COMMAND, openHub),
     vscode.commands.registerCommand(SHOW_COMMAND, () =>
       DashboardPanel.createOrShow(context.extensionUri, store),
     ),

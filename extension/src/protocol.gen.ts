@@ -37,6 +37,7 @@ export type Command =
   | ExportSelection
   | DataMap
   | Explorer
+  | SamplePreview
   | Fork
   | Forks
   | Compare
@@ -61,6 +62,8 @@ export type ServerMessage =
   | ScanProgress
   | ForkProgress
   | LineageChanged
+  | Alert
+  | RunConfig
   | Hello
   | Batch
   | Snapshot
@@ -70,6 +73,31 @@ export type ServerMessage =
 
 export interface OnTheFlyProtocol {
   [k: string]: unknown | undefined;
+}
+/**
+ * Something in the run needs a look: ``raised`` when it happens, ``cleared`` when it no
+ * longer holds (a finite loss again, steps again; a spike clears itself after a quiet
+ * stretch). Detected from the values the run already ships, never with a host sync.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Alert".
+ */
+export interface Alert {
+  details: {
+    [k: string]: unknown | undefined;
+  };
+  kind:
+    'nonfinite_loss' | 'nonfinite_grad' | 'loss_spike' | 'stalled' | 'loader_crashed' | 'crashed';
+  message: string;
+  run: string;
+  seq: number;
+  session: string;
+  severity: 'info' | 'warning' | 'error';
+  state: 'raised' | 'cleared';
+  step: number;
+  time: number;
+  type: 'alert';
+  v: 1;
 }
 /**
  * Several stream events in one frame, in ``seq`` order.
@@ -92,6 +120,8 @@ export interface Batch {
     | ScanProgress
     | ForkProgress
     | LineageChanged
+    | Alert
+    | RunConfig
   )[];
   type: 'batch';
 }
@@ -115,6 +145,12 @@ export interface RunStarted {
  * via the `definition` "RunInfo".
  */
 export interface RunInfo {
+  alerts: (
+    'nonfinite_loss' | 'nonfinite_grad' | 'loss_spike' | 'stalled' | 'loader_crashed' | 'crashed'
+  )[];
+  config: {
+    [k: string]: number | string | boolean | null | undefined;
+  };
   epoch: number;
   latest: {
     [k: string]: number | null | undefined;
@@ -454,6 +490,25 @@ export interface LineageNode {
   steps: number | null;
 }
 /**
+ * The run's configuration, published as training starts: the optimizer and its
+ * hyperparameters, batch size, limits, model size and the module's own hyperparameters
+ * (Lightning's ``save_hyperparameters``).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "RunConfig".
+ */
+export interface RunConfig {
+  run: string;
+  seq: number;
+  session: string;
+  time: number;
+  type: 'config';
+  v: 1;
+  values: {
+    [k: string]: number | string | boolean | null | undefined;
+  };
+}
+/**
  * Cancel the scan, fork or merge in progress (the reply says whether there was one).
  *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
@@ -474,6 +529,17 @@ export interface Checkpoints {
   id: string;
   run?: string | null;
   type: 'checkpoints';
+}
+/**
+ * Wall-clock anchors of a run: at ``steps[i]`` it was ``times[i]`` (UNIX seconds). One
+ * anchor per second of training at most, so a step's time is interpolated between two.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Clock".
+ */
+export interface Clock {
+  steps: number[];
+  times: number[];
 }
 /**
  * This client fell behind: telemetry events in ``[from_seq, to_seq]`` were skipped.
@@ -499,6 +565,7 @@ export interface Coalesced {
 export interface Subscribe {
   id: string;
   max_points?: number | null;
+  relay?: boolean;
   run?: string | null;
   since?: number | null;
   type: 'subscribe';
@@ -825,6 +892,26 @@ export interface Explorer {
   type: 'explorer';
 }
 /**
+ * What some samples of a split are, for the dashboard to show: a thumbnail of an
+ * image-like input (1-4 channels), the text or image of the run's ``describe_sample`` hook,
+ * or a compact summary of the tensor. At most 64 samples, each at most ``size`` pixels.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SamplePreview".
+ */
+export interface SamplePreview {
+  id: string;
+  /**
+   * @minItems 1
+   * @maxItems 64
+   */
+  indices: [number, ...number[]];
+  run?: string | null;
+  size?: number;
+  split?: 'train' | 'val' | 'test';
+  type: 'sample_preview';
+}
+/**
  * Train a copy of the paused model on a slice of the training set (docs/forks.md).
  *
  * The slice is exactly one of: a train ``selection`` by name, explicit dataset ``indices``,
@@ -1010,6 +1097,14 @@ export interface Reply {
  * via the `definition` "RunSnapshot".
  */
 export interface RunSnapshot {
+  alert_history: Alert[];
+  alerts: (
+    'nonfinite_loss' | 'nonfinite_grad' | 'loss_spike' | 'stalled' | 'loader_crashed' | 'crashed'
+  )[];
+  clock: Clock;
+  config: {
+    [k: string]: number | string | boolean | null | undefined;
+  };
   epoch: number;
   epoch_starts: number[];
   health: HealthResult[];

@@ -25,7 +25,7 @@ from onthefly.callbacks._consensus import distributed
 from onthefly.callbacks._interrupts import Interrupts
 from onthefly.callbacks.commands import Boundary
 from onthefly.errors import ConfigurationError
-from onthefly.samples import explorer, export, queries
+from onthefly.samples import explorer, export, preview, queries
 from onthefly.samples.capture import describe_loss
 from onthefly.samples.scan import Progress, run_scan
 from onthefly.samples.selection import Criterion, Selection, choose
@@ -258,6 +258,18 @@ def _explorer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -
     )
 
 
+def _sample_preview(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    command: Any = cmd.command
+    loader = _sample_sources.split_loader(boundary.trainer, tracker.inputs(), command.split)
+    dataset = loader.dataset if isinstance(loader, DataLoader) else None
+    if isinstance(dataset, IterableDataset):
+        dataset = None
+    shown = preview.previews(
+        dataset, command.indices, command.size, split=command.split, describe=tracker.describe
+    )
+    cmd.reply(split=command.split, previews=shown)
+
+
 HANDLERS: dict[str, Handler] = {
     "scan": _scan,
     "cancel": _cancel,
@@ -269,6 +281,7 @@ HANDLERS: dict[str, Handler] = {
     "export_selection": _export_selection,
     "data_map": _data_map,
     "explorer": _explorer,
+    "sample_preview": _sample_preview,
 }
 
 

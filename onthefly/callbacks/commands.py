@@ -57,6 +57,13 @@ class CommandRegistry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._running = 0
+
+    @property
+    def running(self) -> bool:
+        """Whether a handler runs now (other threads read it, e.g. to not count a long scan
+        as a stalled run)."""
+        return self._running > 0
 
     def __contains__(self, kind: object) -> bool:
         return kind in self._handlers
@@ -85,6 +92,7 @@ class CommandRegistry:
         if handler is None:
             cmd.fail("unsupported", f"this run cannot execute {kind!r} commands")
             return
+        self._running += 1
         try:
             with loader_rng.preserved(loaders.run_loaders(boundary.trainer)):
                 handler(boundary, cmd)
@@ -94,3 +102,5 @@ class CommandRegistry:
         except Exception as exc:  # a bug in one command must never end the training run
             log.exception("the %r command failed", kind)
             cmd.fail("internal", f"the {kind!r} command failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._running -= 1

@@ -1,10 +1,10 @@
 """OnTheFly: the one callback that makes a run live and steerable.
 
-It bundles the parts (:class:`Checkpointer`, :class:`Telemetry`, :class:`TestLauncher`,
-:class:`HealthMonitor`, :class:`HparamEditor`, :class:`ForkSpawner`, :class:`PauseGate`) around
-one shared :class:`RunSession`, opens the session when ``fit`` is set up (global rank 0
-only) and closes it when ``fit`` ends, fails or is interrupted, so the discovery file never
-outlives the run. Every other Lightning hook goes to the parts, in order.
+It bundles the parts (:class:`Checkpointer`, :class:`Telemetry`, :class:`Watchdog`,
+:class:`TestLauncher`, :class:`HealthMonitor`, :class:`HparamEditor`, :class:`ForkSpawner`,
+:class:`PauseGate`) around one shared :class:`RunSession`, opens the session when ``fit`` is
+set up (global rank 0 only) and closes it when ``fit`` ends, fails or is interrupted, so the
+discovery file never outlives the run. Every other Lightning hook goes to the parts, in order.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from onthefly.callbacks.sample_tracker import SampleTracker
 from onthefly.callbacks.session import RunSession
 from onthefly.callbacks.telemetry import Telemetry
 from onthefly.callbacks.test_launcher import TestLauncher
+from onthefly.callbacks.watchdog import Watchdog
 from onthefly.errors import ConfigurationError
 from onthefly.native.hooks import HookTable
 
@@ -73,6 +74,12 @@ class OnTheFly(Callback):
         embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding for
             clustering and the data explorer (see docs/per-sample.md).
         track_samples: record per-sample losses and answer the per-sample commands.
+        describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
+            dashboard shows of a sample, e.g. the decoded text of token ids; ``None`` shows a
+            thumbnail of an image-like input, else a summary of the tensor (docs/per-sample.md).
+        stall_seconds: the shortest time without a training step that raises a ``stalled``
+            alert (it must also be 10 times the usual step time); ``None`` reads
+            ``ONTHEFLY_STALL_SECONDS``, else 30.
 
     Raises:
         ConfigurationError: an argument of the wrong type or value.
@@ -110,6 +117,8 @@ class OnTheFly(Callback):
         loss_fn: Any = None,
         embedding_fn: Callable[[Any, Any], Any] | None = None,
         track_samples: bool = True,
+        describe_sample: Callable[..., Any] | None = None,
+        stall_seconds: float | None = None,
     ) -> None:
         # The arguments as given (nothing else is bound yet), to rebuild it in another process.
         self._arguments = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
@@ -129,10 +138,11 @@ class OnTheFly(Callback):
             do_test_after=do_test_after,
         )
         self.sample_tracker = (
-            SampleTracker(self.session, lambda: self.inputs, embedding_fn)
+            SampleTracker(self.session, lambda: self.inputs, embedding_fn, describe_sample)
             if track_samples
             else None
         )
+        self.watchdog = Watchdog(self.session, self.telemetry.clock, stall_seconds)
         self.health_monitor = HealthMonitor(self.session, clock=self.telemetry.clock)
         self.hparam_editor = HparamEditor(self.session)
         self.pause_gate = PauseGate(self.session, hold_at_end=do_test_after, keep_alive=keep_alive)
@@ -144,6 +154,7 @@ class OnTheFly(Callback):
         self.parts = [
             self.checkpointer,  # first: it counts each batch before any part acts on it
             self.telemetry,
+            self.watchdog,
             *([self.sample_tracker] if self.sample_tracker is not None else []),
             self.test_launcher,
             self.health_monitor,  # before the gate: it must see the batch the gate holds at

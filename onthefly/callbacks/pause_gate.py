@@ -215,7 +215,9 @@ class PauseGate(Callback):
 
     def _stop(self, boundary: Boundary, cmd: PendingCommand) -> None:
         boundary.trainer.should_stop = True
-        cmd.reply(**self.session.position(boundary.trainer), stopping=True)
+        # The run ends after this boundary: the reply says so; its `finished` status follows.
+        position = {**self.session.position(boundary.trainer), "state": "stopping"}
+        cmd.reply(**position, stopping=True)
 
 
 def _extension_fields(extension: limits.Extension) -> dict[str, int]:

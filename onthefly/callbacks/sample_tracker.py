@@ -37,6 +37,7 @@ from onthefly.samples.buffer import Chunk, SampleBuffer
 from onthefly.samples.capture import FUNCTIONAL_LOSSES, LossSpec, SampleValues, describe_loss
 from onthefly.samples.history import HistoryWriter
 from onthefly.samples.loss_mode import LossMode
+from onthefly.samples.preview import Describe
 from onthefly.samples.scan import EmbeddingFn
 from onthefly.samples.selection import Selections
 from onthefly.samples.slot import LossTap, Slot, arm
@@ -62,6 +63,9 @@ class SampleTracker(Callback):
         inputs: returns what the user gave besides the trainer (loss function, loaders).
         embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding used by
             scans for clustering and the data explorer; ``None`` uses small model outputs.
+        describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
+            dashboard shows of a sample (``sample_preview``); ``None`` shows the dataset's
+            item itself (see :mod:`onthefly.samples.preview`).
         flush_every_steps: copy buffered values to the host every this many batches …
         flush_every_s: … or this many seconds, whichever comes first.
 
@@ -75,12 +79,14 @@ class SampleTracker(Callback):
         session: RunSession,
         inputs: Callable[[], Any] = lambda: None,
         embedding_fn: EmbeddingFn | None = None,
+        describe_sample: Describe | None = None,
         flush_every_steps: int = 64,
         flush_every_s: float = 0.5,
     ) -> None:
         self.session = session
         self.inputs = inputs
         self.embedding_fn = embedding_fn
+        self.describe = describe_sample
         self.store = SampleStore()
         self.selections = Selections()
         self._buffer = SampleBuffer(self._receive, flush_every_steps, flush_every_s)

@@ -150,8 +150,11 @@ class RunSession:
         publishing thread (e.g. the host values Telemetry ships, without another host sync)."""
         self._listeners.setdefault(kind, []).append(listener)
 
-    def publish(self, kind: str, **payload: Any) -> None:
-        """Send one event of the main run; a no-op when the session is not active."""
+    def publish(self, kind: str, /, **payload: Any) -> None:
+        """Send one event of the main run; a no-op when the session is not active.
+
+        ``kind`` is positional-only: an event may have a field named ``kind`` (``alert``).
+        """
         server = self._server
         if server is not None:
             server.publish(server.main_run, kind, **payload)

@@ -1,9 +1,11 @@
 """Telemetry: what a run reports while it trains.
 
-Per optimizer step: the loss, each param group's learning rate (``lr``, ``lr/group1``, …;
-``lr/opt1`` for a second optimizer), the gradient norm (``grad_norm``) and every value the
-user logs. Per evaluation: the validation and test results. Plus epoch boundaries, runtime
-stats (a background thread, about once a second) and the run's log records and warnings.
+As training starts: the run's configuration (``config``: optimizer, its hyperparameters,
+batch size, limits, model size, the module's hyperparameters). Per optimizer step: the loss,
+each param group's learning rate (``lr``, ``lr/group1``, …; ``lr/opt1`` for a second
+optimizer), the gradient norm (``grad_norm``) and every value the user logs. Per evaluation:
+the validation and test results. Plus epoch boundaries, runtime stats (a background thread,
+about once a second) and the run's log records and warnings.
 
 No host sync is added per step: step values stay device tensors in a
 :class:`~onthefly.callbacks._step_buffer.StepBuffer` that ships them in batches, and the
@@ -25,6 +27,7 @@ from lightning.pytorch import Callback
 from onthefly.callbacks import _logged
 from onthefly.callbacks._driver import is_lightning
 from onthefly.callbacks._log_forwarder import LogForwarder
+from onthefly.callbacks._run_config import describe_run
 from onthefly.callbacks._runtime_sampler import RuntimeSampler, StepClock
 from onthefly.callbacks._step_buffer import Norms, Row, StepBuffer, Value
 from onthefly.callbacks.session import RunSession
@@ -95,6 +98,11 @@ class Telemetry(Callback):
             self._runtime_interval_s,
         )
         self._sampler.start()
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if self.session.active:
+            with self._guarded("describe the run's configuration"):
+                self.session.publish("config", values=describe_run(trainer, pl_module))
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self.flush()

@@ -39,6 +39,7 @@ from onthefly.protocol import (
     Hello,
     History,
     Reply,
+    RunInfo,
     RunStarted,
     Series,
     Snapshot,
@@ -72,6 +73,7 @@ class Client:
     outbox: Outbox
     bucket: TokenBucket
     subscribed: bool = False
+    relay: bool = False
 
 
 class Broker:
@@ -132,6 +134,12 @@ class Broker:
         """How many clients are connected."""
         with self._lock:
             return len(self._clients)
+
+    @property
+    def watchers(self) -> int:
+        """How many connected clients watch the run themselves (relays do not count)."""
+        with self._lock:
+            return sum(not client.relay for client in self._clients)
 
     # ----------------------------------------------------------------------------- clients
 
@@ -283,6 +291,7 @@ class Broker:
         with self._lock:
             client.outbox.reset_stream()
             client.subscribed = True
+            client.relay = command.relay
             missed = self._missed_since(command.since)
             if missed is not None:
                 self._reply(client, command.id, {"mode": "replay", "seq": self._seq})
@@ -322,6 +331,7 @@ class Broker:
             "step": target.step,
             "epoch": target.epoch,
             "latest": target.latest,
+            "alerts": target.alerts,
         }
 
     def _hand_over(self, client: Client, command: Command, run: str) -> None:
@@ -357,6 +367,11 @@ class Broker:
     def _answered(self, pending: PendingCommand) -> None:
         with self._lock:
             self._pending.discard(pending)
+
+    def run_infos(self) -> list[RunInfo]:
+        """Every run as it stands now (copies)."""
+        with self._lock:
+            return self._runs.infos()
 
     def _run_ids(self) -> str:
         with self._lock:

@@ -126,14 +126,15 @@ def list_sessions(home: str | os.PathLike[str] | None = None) -> list[SessionFil
         info = _read(path)
         if info is None:
             continue
-        if not _alive(info.pid):
+        if not process_alive(info.pid):
             remove_session(path)
             continue
         found.append(info)
     return sorted(found, key=lambda s: s.started_at)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (another user's counts as running; a zombie does not)."""
     # A killed process whose parent has not reaped it yet is a zombie: its pid still
     # exists, but it serves nothing.
     try:

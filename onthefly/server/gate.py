@@ -217,13 +217,28 @@ def sessions_response(
         }
         for s in sessions()
     ]
-    body = json.dumps({"sessions": listed}).encode()
+    return json_response({"sessions": listed})
+
+
+def json_response(document: object) -> Response:
+    """``document`` as a JSON answer that is never cached."""
+    body = json.dumps(document).encode()
     headers = Headers()
     headers["Content-Type"] = "application/json"
     headers["Content-Length"] = str(len(body))
     headers["X-Content-Type-Options"] = "nosniff"
     headers["Cache-Control"] = "no-store"
     return Response(http.HTTPStatus.OK, "OK", headers, body)
+
+
+def refuse_token(request: Request, token: str) -> Response | None:
+    """A 401 unless the request carries ``token`` (``?token=`` or a bearer header)."""
+    return _refuse_token(request, token)
+
+
+def text_response(status: http.HTTPStatus, text: str) -> Response:
+    """A plain-text answer saying what was wrong."""
+    return _text(status, text)
 
 
 def _refuse_token(request: Request, token: str) -> Response | None:

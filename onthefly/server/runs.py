@@ -19,6 +19,10 @@ from dataclasses import dataclass, field
 
 from onthefly.protocol import (
     SERVER_MESSAGE,
+    Alert,
+    AlertKind,
+    Clock,
+    ConfigValue,
     EpochEvent,
     EventModel,
     HealthResult,
@@ -28,6 +32,7 @@ from onthefly.protocol import (
     LogRecord,
     Metrics,
     MetricsEvent,
+    RunConfig,
     RunInfo,
     RunSnapshot,
     RunStarted,
@@ -40,10 +45,14 @@ from onthefly.server.history import SeriesStore, Window, decimate
 
 StreamModel = EventModel
 
-Markers = tuple[list[HparamChange], list[HealthResult], LineageChanged | None]
-
 LOG_TAIL = 500
 """Log records kept for snapshots (the most recent ones)."""
+
+ALERT_HISTORY = 1000
+"""Alerts kept per run (the most recent ones)."""
+
+CLOCK_INTERVAL = 1.0
+"""Seconds of training between two wall-clock anchors of a run."""
 
 
 def series_key(split: str, name: str) -> str:
@@ -72,15 +81,59 @@ class _Run:
     hparam_changes: list[HparamChange] = field(default_factory=list)
     health: dict[str, HealthResult] = field(default_factory=dict)  # latest per check
     lineage: LineageChanged | None = None  # the latest
+    alerts: dict[AlertKind, Alert] = field(default_factory=dict)  # raised, not cleared
+    alert_history: deque[Alert] = field(default_factory=lambda: deque(maxlen=ALERT_HISTORY))
+    config: dict[str, ConfigValue] = field(default_factory=dict)
+    clock_steps: list[int] = field(default_factory=list)
+    clock_times: list[float] = field(default_factory=list)
 
     @classmethod
     def of(cls, info: RunInfo) -> _Run:
-        return cls(info, info.state, info.step, info.epoch, dict(info.latest))
+        return cls(
+            info, info.state, info.step, info.epoch, dict(info.latest), config=dict(info.config)
+        )
 
     def info(self) -> RunInfo:
         """The run as a new model (safe to serialise outside the broker's lock)."""
         live = {"state": self.state, "step": self.step, "epoch": self.epoch}
-        return self.announced.model_copy(update={**live, "latest": dict(self.latest)})
+        changing = {"latest": dict(self.latest), "alerts": list(self.alerts)}
+        return self.announced.model_copy(update={**live, **changing, "config": dict(self.config)})
+
+    def alert(self, event: Alert) -> None:
+        self.alert_history.append(event)
+        if event.state == "raised":
+            self.alerts[event.kind] = event
+        else:
+            self.alerts.pop(event.kind, None)
+
+    def tick(self, step: int, at: float) -> None:
+        """Keep a wall-clock anchor at most every :data:`CLOCK_INTERVAL` seconds."""
+        times = self.clock_times
+        if times and (at - times[-1] < CLOCK_INTERVAL or step <= self.clock_steps[-1]):
+            return
+        self.clock_steps.append(step)
+        times.append(at)
+
+
+@dataclass(frozen=True)
+class Extras:
+    """What a snapshot carries of a run besides its info and series (copies)."""
+
+    hparam_changes: list[HparamChange] = field(default_factory=list)
+    health: list[HealthResult] = field(default_factory=list)
+    lineage: LineageChanged | None = None
+    alert_history: list[Alert] = field(default_factory=list)
+    clock: Clock = field(default_factory=Clock)
+
+    @classmethod
+    def of(cls, run: _Run) -> Extras:
+        return cls(
+            list(run.hparam_changes),
+            list(run.health.values()),
+            run.lineage,
+            list(run.alert_history),
+            Clock(steps=list(run.clock_steps), times=list(run.clock_times)),
+        )
 
 
 @dataclass(frozen=True)
@@ -90,9 +143,9 @@ class Capture:
     seq: int
     runs: list[tuple[RunInfo, list[int], dict[str, Window]]]
     logs: list[LogRecord]
-    markers: list[Markers] = field(default_factory=list)
-    """Per run (same order as ``runs``): its hyperparameter changes, latest health results
-    and latest lineage."""
+    extras: list[Extras] = field(default_factory=list)
+    """Per run (same order as ``runs``): its hyperparameter changes, latest health results,
+    latest lineage, alerts and clock."""
 
 
 class RunTable:
@@ -138,6 +191,7 @@ class RunTable:
             if split == "train":
                 run.latest.update(values)
                 run.step, run.epoch = event.step, event.epoch
+                run.tick(event.step, event.time)
             else:
                 run.latest.update({series_key(split, k): v for k, v in values.items()})
         elif isinstance(event, StatusChanged):
@@ -156,6 +210,10 @@ class RunTable:
             run.health[event.check] = event
         elif isinstance(event, LineageChanged):
             run.lineage = event
+        elif isinstance(event, Alert):
+            run.alert(event)
+        elif isinstance(event, RunConfig):
+            run.config = dict(event.values)
 
     def restore(self, runs: list[RunSnapshot], logs: list[LogRecord]) -> None:
         """Put saved runs back (a resumed run's past, or an exported session being viewed);
@@ -171,38 +229,42 @@ class RunTable:
             run.hparam_changes = list(saved.hparam_changes)
             run.health = {result.check: result for result in saved.health}
             run.lineage = saved.lineage
+            for alert in saved.alert_history:
+                run.alert(alert)
+            run.clock_steps = list(saved.clock.steps)
+            run.clock_times = list(saved.clock.times)
             self._runs[saved.run] = run
         self._logs.extend(logs)
 
     def capture(self, seq: int) -> Capture:
         """Copy everything a snapshot needs, as of stream position ``seq``."""
         runs = []
-        markers = []
+        extras = []
         for run in self._runs.values():
-            markers.append((list(run.hparam_changes), list(run.health.values()), run.lineage))
+            extras.append(Extras.of(run))
             windows = {
                 series_key(split, name): run.history.window(split, name)
                 for split, name in run.history.names()
             }
             runs.append((run.info(), list(run.epoch_starts), windows))
-        return Capture(seq=seq, runs=runs, logs=list(self._logs), markers=markers)
+        return Capture(seq=seq, runs=runs, logs=list(self._logs), extras=extras)
 
 
 def render_snapshot(capture: Capture, session: str, max_points: int | None) -> bytes:
     """Serialise a captured state as a ``snapshot`` frame (decimated to ``max_points``)."""
-    markers = capture.markers or [([], [], None)] * len(capture.runs)
+    extras = capture.extras or [Extras()] * len(capture.runs)
     runs = [
         RunSnapshot(
             **info.model_dump(),
             series={key: decimate(window, max_points) for key, window in windows.items()},
             epoch_starts=epoch_starts,
-            hparam_changes=changes,
-            health=health,
-            lineage=lineage,
+            hparam_changes=more.hparam_changes,
+            health=more.health,
+            lineage=more.lineage,
+            alert_history=more.alert_history,
+            clock=more.clock,
         )
-        for (info, epoch_starts, windows), (changes, health, lineage) in zip(
-            capture.runs, markers, strict=True
-        )
+        for (info, epoch_starts, windows), more in zip(capture.runs, extras, strict=True)
     ]
     snapshot = Snapshot(
         session=session, seq=capture.seq, time=time.time(), runs=runs, logs=capture.logs

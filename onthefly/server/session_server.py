@@ -42,7 +42,7 @@ _CHUNK = 2000  # events per broker call, so commands never wait long for the bro
 _PUBLISHABLE = frozenset(
     {"metrics", "status", "epoch", "runtime", "log", "test_result"}
     | {"health_result", "hparam_change", "hparam_error", "scan_progress", "fork_progress"}
-    | {"lineage"}
+    | {"lineage", "alert", "config"}
 )
 _DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboard"
 
@@ -211,7 +211,7 @@ class SessionServer:
 
     # ----------------------------------------------------------------------------- training side
 
-    def publish(self, run: str, kind: str, **payload: Any) -> None:
+    def publish(self, run: str, kind: str, /, **payload: Any) -> None:
         """Queue one stream event; cheap and never blocking (call it from the training thread).
 
         Validation happens later on the server's pump thread: an invalid event is dropped
@@ -219,8 +219,8 @@ class SessionServer:
 
         Args:
             run: the run id (``main_run`` or one from :meth:`add_run`).
-            kind: ``"metrics"``, ``"status"``, ``"epoch"``, ``"runtime"``, ``"log"`` or
-                ``"test_result"``.
+            kind: a stream event's type other than ``"run_started"`` (:meth:`add_run`
+                announces runs): ``"metrics"``, ``"status"``, ``"alert"``, ``"config"``, ….
             **payload: that event's fields without the envelope (``session``, ``run``,
                 ``seq``, ``time``, ``v``, ``type``).
 
@@ -278,8 +278,9 @@ class SessionServer:
         self._broker.preload(saved)
 
     def has_clients(self) -> bool:
-        """Whether at least one dashboard or client is connected."""
-        return self._broker.clients > 0
+        """Whether at least one dashboard or client watches (a relay such as the hub does not
+        count: it would keep every run open at its end)."""
+        return self._broker.watchers > 0
 
     # ----------------------------------------------------------------------------- internals
 

@@ -84,7 +84,8 @@ class Transport:
     """Serves a broker's clients over websockets, plus the dashboard's static files.
 
     Args:
-        broker: the protocol logic.
+        broker: the protocol logic (``None`` where a subclass picks one per connection, see
+            :meth:`_broker_for`).
         token: the secret every websocket must present.
         dashboard_dir: the built dashboard bundle (``None``: a page says it is not built).
         on_connect: called with the upgrade request's headers after each new websocket.
@@ -97,7 +98,7 @@ class Transport:
 
     def __init__(
         self,
-        broker: Broker,
+        broker: Broker | None,
         *,
         token: str,
         dashboard_dir: Path | None,
@@ -188,6 +189,10 @@ class Transport:
     def _live_ports(self) -> set[int]:
         return {session.port for session in list_sessions(self._home)}
 
+    def _broker_for(self, connection: ServerConnection) -> Broker | None:
+        """The broker serving an accepted websocket (the hub has one per session)."""
+        return self._broker
+
     # ----------------------------------------------------------------------------- connection
 
     def _handle(self, connection: ServerConnection) -> None:
@@ -198,7 +203,11 @@ class Transport:
         # is coalesced and the client told; the default grows to megabytes, minutes of
         # events that a slow reader would drain long after the fact, never told it lags.
         connection.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
-        client = self._broker.connect()
+        broker = self._broker_for(connection)
+        if broker is None:  # its session went away between the handshake and now
+            connection.close(1001, "session gone")
+            return
+        client = broker.connect()
         with self._lock:
             self._connections[client] = connection
         sender = threading.Thread(
@@ -212,11 +221,11 @@ class Transport:
             self._on_connect(connection.request.headers)
         try:
             for frame in connection:
-                self._broker.receive(client, frame, time.monotonic())
+                broker.receive(client, frame, time.monotonic())
         except ConnectionClosed:
             pass
         finally:
-            self._broker.disconnect(client)
+            broker.disconnect(client)
             with self._lock:
                 self._connections.pop(client, None)
             sender.join(self._stall_timeout)

@@ -15,7 +15,7 @@ from pathlib import Path
 from onthefly.protocol import Snapshot
 from onthefly.server import SessionServer
 from onthefly.sessions.archive import Limits, SessionArchive
-from onthefly.sessions.manifest import HISTORY
+from onthefly.sessions.manifest import HISTORY, Manifest
 
 
 def serve(
@@ -43,13 +43,7 @@ def serve(
         >>> server = serve("run.otf", port=0)  # doctest: +SKIP
         >>> print(server.url); server.close()  # doctest: +SKIP
     """
-    with SessionArchive(path, limits or Limits()) as archive:
-        manifest = archive.manifest
-        saved = archive.read_model(HISTORY, Snapshot) if HISTORY in archive.names() else None
-    message = (
-        f"this is {Path(path).name}, an exported session opened read-only (onthefly view): "
-        "control commands need a live run; resume it with resume_from= to train on"
-    )
+    manifest, saved = read_history(path, limits)
     server = SessionServer(
         manifest.project,
         manifest.run,
@@ -57,15 +51,44 @@ def serve(
         home=home,
         quiet=quiet,
         viewing=str(Path(path).resolve()),
-        read_only=message,
+        read_only=read_only_message(path),
     )
     if saved is not None:
-        runs = [run.model_copy(update={"state": "finished"}) for run in saved.runs]
-        main = next((i for i, run in enumerate(runs) if run.parent is None), None)
-        if main is not None:
-            runs[main] = runs[main].model_copy(update={"run": server.main_run})
-        server.preload(saved.model_copy(update={"runs": runs}))
+        server.preload(as_finished(saved, server.main_run))
     return server.start()
+
+
+def read_history(
+    path: str | os.PathLike[str], limits: Limits | None = None
+) -> tuple[Manifest, Snapshot | None]:
+    """A session file's manifest and its saved history (``None``: the file has none), read
+    within ``limits`` (default :class:`Limits`).
+
+    Raises:
+        SessionFileError: the file is not a readable session file.
+    """
+    with SessionArchive(path, limits or Limits()) as archive:
+        manifest = archive.manifest
+        if HISTORY not in archive.names():
+            return manifest, None
+        return manifest, archive.read_model(HISTORY, Snapshot)
+
+
+def as_finished(saved: Snapshot, main_run: str) -> Snapshot:
+    """The saved runs as a viewer shows them: every one finished, the main one as ``main_run``."""
+    runs = [run.model_copy(update={"state": "finished"}) for run in saved.runs]
+    main = next((i for i, run in enumerate(runs) if run.parent is None), None)
+    if main is not None:
+        runs[main] = runs[main].model_copy(update={"run": main_run})
+    return saved.model_copy(update={"runs": runs})
+
+
+def read_only_message(path: str | os.PathLike[str]) -> str:
+    """What a control command sent to a viewed file is answered."""
+    return (
+        f"this is {Path(path).name}, an exported session opened read-only (onthefly view): "
+        "control commands need a live run; resume it with resume_from= to train on"
+    )
 
 
 def serve_until_interrupted(path: str | os.PathLike[str], port: int | None = None) -> None:

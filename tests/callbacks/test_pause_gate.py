@@ -65,7 +65,7 @@ def test_pause_resume_stop(onthefly_home: Path, tmp_path: Path) -> None:
         assert train_steps(client) == list(range(1, len(train_steps(client)) + 1))
 
         stopped = client.call("stop")
-        assert stopped["data"]["stopping"] is True
+        assert (stopped["data"]["state"], stopped["data"]["stopping"]) == ("stopping", True)
         assert_clean_exit(run, onthefly_home)
         assert f"FIT RETURNED {stopped['data']['step']} ON RANK 0" in run.stdout()
         assert client.wait_event(lambda e: e.get("state") == "finished")

@@ -25,7 +25,12 @@ export type HostToView =
   /** The outcome of the page's command `requestId`. */
   | { type: 'result'; requestId: number; outcome: Outcome }
   /** The file the user picked for the page's `choosePath` `requestId` (`null`: cancelled). */
-  | { type: 'path'; requestId: number; path: string | null };
+  | { type: 'path'; requestId: number; path: string | null }
+  /**
+   * What the page's own transport has to say about where it gets its runs from (its run
+   * ended and where to go on, say); empty text takes a notice back.
+   */
+  | { type: 'notice'; text: string };
 
 /**
  * What a path is picked for: writing a session export, loading a session file into a run,

@@ -15,6 +15,8 @@ const SERVER_TYPES: Record<ServerMessage['type'], true> = {
   scan_progress: true,
   fork_progress: true,
   lineage: true,
+  alert: true,
+  config: true,
   hello: true,
   batch: true,
   snapshot: true,

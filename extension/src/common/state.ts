@@ -8,6 +8,8 @@
  * per event would cost more than drawing them.
  */
 import type {
+  Alert,
+  Clock,
   ForkProgress,
   HealthResult,
   HparamChange,
@@ -46,6 +48,10 @@ export interface RunView {
   fork: ForkProgress | null;
   /** The main run's latest lineage of forks and merges. */
   lineage: LineageChanged | null;
+  /** Every alert of the run (raised and cleared), oldest first. */
+  alerts: Alert[];
+  /** Wall-clock anchors (one per second of training at most): the time of a step. */
+  clock: Clock;
 }
 
 export interface LogEntry {
@@ -78,9 +84,13 @@ export interface Limits {
   maxPoints: number;
   maxLogs: number;
   maxTests: number;
+  maxAlerts: number;
 }
 
-export const DEFAULT_LIMITS: Limits = { maxPoints: 4000, maxLogs: 2000, maxTests: 500 };
+export const DEFAULT_LIMITS: Limits = { maxPoints: 4000, maxLogs: 2000, maxTests: 500, maxAlerts: 500 };
+
+/** Seconds of training between two wall-clock anchors, as the session server keeps them. */
+const CLOCK_INTERVAL_S = 1;
 
 export function emptyState(): DashboardState {
   return { sources: {} };
@@ -150,6 +160,8 @@ export function applyServerMessage(
     case 'scan_progress':
     case 'fork_progress':
     case 'lineage':
+    case 'alert':
+    case 'config':
       return applyEvent(source, msg, limits);
     default:
       return unreachable(msg);
@@ -180,6 +192,7 @@ function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boo
         appendPoint(series, event.step, value ?? null, limits.maxPoints);
         info.latest[key] = value ?? null;
       }
+      if (event.split === 'train') tick(run.clock, event.step, event.time);
       info.step = Math.max(info.step, event.step);
       info.epoch = Math.max(info.epoch, event.epoch);
       break;
@@ -218,6 +231,12 @@ function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boo
     case 'lineage':
       run.lineage = event;
       break;
+    case 'alert':
+      addAlert(run, event, limits.maxAlerts);
+      break;
+    case 'config':
+      info.config = { ...event.values };
+      break;
     default:
       return unreachable(event);
   }
@@ -234,9 +253,13 @@ function mergeSnapshot(source: SourceView, snapshot: Snapshot, limits: Limits): 
   if (source.session !== snapshot.session) source.session = snapshot.session;
   source.lastSeq = snapshot.seq;
   for (const wire of snapshot.runs) {
-    const { series, epoch_starts, health, hparam_changes, lineage, ...info } = wire;
+    const { series, epoch_starts, health, hparam_changes, lineage, alert_history, clock, ...info } = wire;
     const run = (source.runs[info.run] ??= newRun(info));
-    run.info = { ...info, latest: { ...info.latest } };
+    // A server older than alerts, configs and clocks sends none of them: read them as empty.
+    run.info = { ...info, latest: { ...info.latest }, alerts: [...(info.alerts ?? [])], config: { ...(info.config ?? {}) } };
+    for (const alert of alert_history ?? []) if (!run.alerts.some((a) => a.seq === alert.seq)) run.alerts.push(alert);
+    run.alerts.sort((a, b) => a.seq - b.seq);
+    if (clock && clock.steps.length >= run.clock.steps.length) run.clock = { steps: clock.steps.slice(), times: clock.times.slice() };
     if (lineage && (run.lineage === null || run.lineage.seq <= lineage.seq)) run.lineage = lineage;
     for (const result of health) run.health[result.check] = result;
     for (const change of hparam_changes) addHparamChange(run.hparams, change);
@@ -255,7 +278,37 @@ function mergeSnapshot(source: SourceView, snapshot: Snapshot, limits: Limits): 
 }
 
 export function newRun(info: RunInfo): RunView {
-  return { info, series: {}, epochStarts: [], runtime: null, tests: [], health: {}, hparams: [], hparamError: null, scans: {}, fork: null, lineage: null };
+  return {
+    info: { ...info, alerts: [...(info.alerts ?? [])], config: { ...(info.config ?? {}) } },
+    series: {},
+    epochStarts: [],
+    runtime: null,
+    tests: [],
+    health: {},
+    hparams: [],
+    hparamError: null,
+    scans: {},
+    fork: null,
+    lineage: null,
+    alerts: [],
+    clock: { steps: [], times: [] },
+  };
+}
+
+/** Keep an alert (once), and the run's raised alerts as the stream says. */
+function addAlert(run: RunView, alert: Alert, max: number): void {
+  if (run.alerts.some((a) => a.seq === alert.seq)) return;
+  pushBounded(run.alerts, alert, max);
+  const raised = run.info.alerts.filter((kind) => kind !== alert.kind);
+  run.info.alerts = alert.state === 'raised' ? [...raised, alert.kind] : raised;
+}
+
+/** A wall-clock anchor at most every second of training, as the server keeps them. */
+function tick(clock: Clock, step: number, time: number): void {
+  const n = clock.steps.length;
+  if (n && (time - clock.times[n - 1] < CLOCK_INTERVAL_S || step <= clock.steps[n - 1])) return;
+  clock.steps.push(step);
+  clock.times.push(time);
 }
 
 /** Keep changes in step order, once each (a snapshot repeats the ones already streamed). */
@@ -277,6 +330,8 @@ function addPlaceholderRun(source: SourceView, event: StreamEvent): RunView {
     epoch: 0,
     started_at: event.time,
     latest: {},
+    alerts: [],
+    config: {},
   });
   source.runs[event.run] = run;
   return run;

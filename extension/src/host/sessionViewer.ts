@@ -5,10 +5,9 @@
  * of the `onthefly.python` setting and the same OnTheFly home the extension watches; it is
  * ended when the same file is opened again, or when the extension deactivates.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { Disposable, toDisposable } from './disposable';
-
-const URL_LINE = /\[onthefly\] dashboard: (http:\/\/127\.0\.0\.1:(\d+)\/\?token=\S+)/;
+import { startServer, stopServer } from './pythonServer';
 
 export interface ViewerOptions {
   /** The Python executable with OnTheFly installed (`onthefly.python`, default `python3`). */
@@ -31,7 +30,7 @@ export class SessionViewer extends Disposable {
 
   constructor(private readonly options: ViewerOptions) {
     super();
-    this.register(toDisposable(() => this.children.forEach((child) => stop(child))));
+    this.register(toDisposable(() => this.children.forEach((child) => stopServer(child))));
   }
 
   /**
@@ -39,44 +38,15 @@ export class SessionViewer extends Disposable {
    *
    * Throws (rejects): Error with the command and its output when it exits or stays silent.
    */
-  open(file: string): Promise<Viewing> {
+  async open(file: string): Promise<Viewing> {
     const earlier = this.children.get(file);
-    if (earlier) stop(earlier);
-    const python = this.options.python();
-    const args = ['-m', 'onthefly', 'view', file, '--port', '0'];
-    const child = spawn(python, args, {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ONTHEFLY_HOME: this.options.home(), PYTHONUNBUFFERED: '1' },
-    });
+    if (earlier) stopServer(earlier);
+    const served = await startServer(this.options.python(), ['view', file, '--port', '0'], this.options.home(), this.options.timeoutS);
+    const child = served.child;
     this.children.set(file, child);
     child.once('exit', () => {
       if (this.children.get(file) === child) this.children.delete(file);
     });
-    const command = `${python} ${args.join(' ')}`;
-    return new Promise((resolve, reject) => {
-      let output = '';
-      const fail = (why: string): void => {
-        clearTimeout(timer);
-        stop(child);
-        reject(new Error(`\`${command}\` ${why}${output.trim() ? `:\n${output.trim()}` : ''}`));
-      };
-      const timer = setTimeout(() => fail(`printed no dashboard address within ${this.options.timeoutS ?? 60} s`), (this.options.timeoutS ?? 60) * 1000);
-      const read = (chunk: Buffer): void => {
-        output += chunk.toString();
-        const match = URL_LINE.exec(output);
-        if (match) {
-          clearTimeout(timer);
-          resolve({ file, url: match[1], port: Number(match[2]), pid: child.pid ?? -1 });
-        }
-      };
-      child.stdout?.on('data', read);
-      child.stderr?.on('data', read);
-      child.once('error', (err) => fail(`could not start (${err.message}); set "onthefly.python" to a Python with OnTheFly installed`));
-      child.once('exit', (code) => fail(`exited with ${code}`));
-    });
+    return { file, url: served.url, port: served.port, pid: served.pid };
   }
-}
-
-function stop(child: ChildProcess): void {
-  if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
 }

@@ -1,4 +1,7 @@
-/** The status-bar item: how many runs are live and in which state; a click opens the dashboard. */
+/**
+ * The status-bar item: how many runs are live and in which state, and how many have alerts (a
+ * NaN loss, a stalled run: the item turns to the warning colour); a click opens the dashboard.
+ */
 import * as vscode from 'vscode';
 import { pill, type DashboardState } from '../common/state';
 import { Disposable } from './disposable';
@@ -6,7 +9,7 @@ import type { RunStore } from './runStore';
 
 export const SHOW_COMMAND = 'onthefly.showDashboard';
 
-/** `2 running, 1 paused` for the live sessions' runs, or `no live runs`. */
+/** `2 running, 1 paused` for the live sessions' runs (`· 1 alert` when some have one), or `no live runs`. */
 export function summarize(state: DashboardState): string {
   const counts = new Map<string, number>();
   for (const source of Object.values(state.sources)) {
@@ -17,7 +20,21 @@ export function summarize(state: DashboardState): string {
     }
   }
   if (counts.size === 0) return 'no live runs';
-  return [...counts].map(([state, n]) => `${n} ${state}`).join(', ');
+  const alerts = alerting(state).length;
+  const text = [...counts].map(([state, n]) => `${n} ${state}`).join(', ');
+  return alerts ? `${text} · ${alerts} alert${alerts > 1 ? 's' : ''}` : text;
+}
+
+/** `project/run: nonfinite_loss, stalled` for each live run with alerts raised. */
+export function alerting(state: DashboardState): string[] {
+  const out: string[] = [];
+  for (const source of Object.values(state.sources)) {
+    if (source.ended) continue;
+    for (const run of Object.values(source.runs)) {
+      if (run.info.alerts.length) out.push(`${run.info.project}/${run.info.name}: ${run.info.alerts.join(', ')}`);
+    }
+  }
+  return out;
 }
 
 export class RunStatusBar extends Disposable {
@@ -47,6 +64,9 @@ export class RunStatusBar extends Disposable {
   }
 
   private update(): void {
-    this.item.text = `$(pulse) OnTheFly: ${summarize(this.store.state)}`;
+    const alerts = alerting(this.store.state);
+    this.item.text = `${alerts.length ? '$(warning)' : '$(pulse)'} OnTheFly: ${summarize(this.store.state)}`;
+    this.item.backgroundColor = alerts.length ? new vscode.ThemeColor('statusBarItem.warningBackground') : undefined;
+    this.item.tooltip = alerts.length ? `OnTheFly: show the dashboard\nAlerts: ${alerts.join('; ')}` : 'OnTheFly: show the dashboard';
   }
 }

@@ -1,5 +1,8 @@
-/** Chart markers of hyperparameter changes: one per step, its tooltip listing every change. */
-import type { HparamChange } from '../protocol.gen';
+/**
+ * Chart markers: hyperparameter changes (one per step, its tooltip listing every change) and
+ * alerts (where each was raised, its message as the tooltip).
+ */
+import type { Alert, HparamChange } from '../protocol.gen';
 import { formatNumber } from './dom';
 import type { Marker } from './charts';
 
@@ -19,5 +22,12 @@ export function hparamMarkers(changes: readonly HparamChange[]): Marker[] {
     lines.push(describeChange(change));
     byStep.set(change.step, lines);
   }
-  return [...byStep].map(([step, lines]) => ({ step, label: `step ${step}\n${lines.join('\n')}` }));
+  return [...byStep].map(([step, lines]) => ({ step, label: `step ${step}\n${lines.join('\n')}`, kind: 'hparam' as const }));
+}
+
+/** One marker per raised alert: red for errors (a NaN loss, a crash), orange for warnings. */
+export function alertMarkers(alerts: readonly Alert[]): Marker[] {
+  return alerts
+    .filter((a) => a.state === 'raised')
+    .map((a) => ({ step: a.step, label: `step ${a.step}\n${a.message}`, kind: a.severity === 'error' ? ('error' as const) : ('warning' as const) }));
 }

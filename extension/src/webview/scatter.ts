@@ -76,16 +76,52 @@ export interface ScatterStyle {
   /** Axis titles. */
   xLabel: string;
   yLabel: string;
+  /** Points picked (a selected region): drawn on top, the others faded. */
+  highlight?: ((i: number) => boolean) | null;
+}
+
+/** Where each point was drawn, in CSS pixels from the canvas' top left (NaN: not drawn). */
+export interface Placement {
+  x: Float32Array;
+  y: Float32Array;
+}
+
+/** The point drawn nearest to (`x`, `y`), within `radius` CSS pixels, or -1. */
+export function nearestPoint(placed: Placement, x: number, y: number, radius: number): number {
+  let best = -1;
+  let bestDistance = radius * radius;
+  for (let i = 0; i < placed.x.length; i++) {
+    const dx = placed.x[i] - x;
+    const dy = placed.y[i] - y;
+    const distance = dx * dx + dy * dy;
+    if (distance <= bestDistance) {
+      bestDistance = distance;
+      best = i;
+    }
+  }
+  return best;
+}
+
+/** `color` faded towards `background` (a packed pixel). */
+function fade(color: number, background: number, keep: number): number {
+  let out = 0xff000000;
+  for (const shift of [0, 8, 16]) {
+    const c = (color >>> shift) & 0xff;
+    const b = (background >>> shift) & 0xff;
+    out |= Math.round(b + (c - b) * keep) << shift;
+  }
+  return out >>> 0;
 }
 
 /** The plot's margins around the points, in CSS pixels (the axis labels sit in them). */
 export const MARGIN = { left: 34, bottom: 18, top: 4, right: 6 };
 
-/** Draw `points` over `extent` filling `canvas` (backing size = CSS size × dpr). */
-export function drawScatter(canvas: HTMLCanvasElement, points: ScatterPoints, extent: Extent, style: ScatterStyle): void {
+/** Draw `points` over `extent` filling `canvas` (backing size = CSS size × dpr); returns where. */
+export function drawScatter(canvas: HTMLCanvasElement, points: ScatterPoints, extent: Extent, style: ScatterStyle): Placement {
   const start = performance.now();
+  const placed: Placement = { x: new Float32Array(points.x.length).fill(NaN), y: new Float32Array(points.x.length).fill(NaN) };
   const ctx = canvas.getContext('2d');
-  if (!ctx) return;
+  if (!ctx) return placed;
   const dpr = canvas.width / Math.max(1, canvas.clientWidth || canvas.width);
   const left = Math.round(MARGIN.left * dpr), top = Math.round(MARGIN.top * dpr);
   const width = Math.max(1, canvas.width - left - Math.round(MARGIN.right * dpr));
@@ -99,13 +135,23 @@ export function drawScatter(canvas: HTMLCanvasElement, points: ScatterPoints, ex
   const sx = (width - size) / (extent.x1 - extent.x0 || 1);
   const sy = (height - size) / (extent.y1 - extent.y0 || 1);
   const { x, y, value } = points;
-  for (let i = 0; i < x.length; i++) {
-    const px = Math.floor((x[i] - extent.x0) * sx);
-    const py = height - size - Math.floor((y[i] - extent.y0) * sy);
-    if (!(px >= 0 && py >= 0 && px <= width - size && py <= height - size)) continue;
-    const v = value[i];
-    const color = Number.isFinite(v) ? table[colorIndex(v, style.coloring, table.length)] : missing;
-    for (let dy = 0; dy < size; dy++) pixels.fill(color, (py + dy) * width + px, (py + dy) * width + px + size);
+  const highlight = style.highlight ?? null;
+  const background = packRgb(style.background);
+  // Two passes when some points are picked: the others first, faded, then the picked on top.
+  for (const pass of highlight ? ['rest', 'picked'] : ['all']) {
+    const grow = pass === 'picked' ? 1 : 0;
+    for (let i = 0; i < x.length; i++) {
+      if (highlight && highlight(i) !== (pass === 'picked')) continue;
+      const px = Math.floor((x[i] - extent.x0) * sx);
+      const py = height - size - Math.floor((y[i] - extent.y0) * sy);
+      if (!(px >= 0 && py >= 0 && px <= width - size - grow && py <= height - size - grow)) continue;
+      const v = value[i];
+      let color = Number.isFinite(v) ? table[colorIndex(v, style.coloring, table.length)] : missing;
+      if (pass === 'rest') color = fade(color, background, 0.3);
+      for (let dy = 0; dy < size + grow; dy++) pixels.fill(color, (py + dy) * width + px, (py + dy) * width + px + size + grow);
+      placed.x[i] = (left + px + size / 2) / dpr;
+      placed.y[i] = (top + py + size / 2) / dpr;
+    }
   }
   ctx.putImageData(image, left, top);
   ctx.fillStyle = style.axis;
@@ -131,6 +177,7 @@ export function drawScatter(canvas: HTMLCanvasElement, points: ScatterPoints, ex
   ctx.fillText(style.yLabel, 0, 0);
   ctx.restore();
   performance.measure(SCATTER_MEASURE, { start, end: performance.now() });
+  return placed;
 }
 
 /** An RGB colour of any CSS colour string (resolved by the canvas itself). */

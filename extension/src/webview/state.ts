@@ -35,6 +35,7 @@ export function applyHostMessage(
     }
     case 'result':
     case 'path':
+    case 'notice':
       return { state, changed: false };
     default:
       return unreachable(message);

@@ -17,6 +17,8 @@ export interface Transport {
   choosePath?(purpose: PathPurpose, suggested: string): Promise<string | null>;
   /** Offer a chart image for saving. */
   savePng(name: string, dataUrl: string): void;
+  /** The run the page was opened for (`?run=name` or `project/name`), if any. */
+  wantedRun?(): string | null;
   /** UI-only state (selection, filters) that survives a reload of the page. */
   loadUiState(): unknown;
   saveUiState(state: unknown): void;

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { openBrowser, RESULTS_DIR, shownStep, waitForStepAbove, type Browser } from '../support/browser';
+import { openBrowser, openTab, RESULTS_DIR, shownStep, waitForStepAbove, type Browser } from '../support/browser';
 import { startTraining, tempHome, viewSession, type Training } from '../support/processes';
 
 const home = tempHome();
@@ -65,6 +65,7 @@ test('Pause stops the steps; Resume starts them again', async () => {
 
 test('a command the run refuses shows its error', async () => {
   const { page } = browser;
+  await openTab(page, 'health');
   // The demo trains with AdamW, which has no momentum: the run answers `unsupported`.
   await page.fill('[data-hparam=momentum]', '0.9');
   await page.click('[data-testid=hparam-apply]');
@@ -77,10 +78,14 @@ test('setting the learning rate is acknowledged and marked on the charts', async
   await page.fill('[data-hparam=lr]', '0.001');
   await page.click('[data-testid=hparam-apply]');
   await page.waitForFunction(() => /set: ok at step \d+/.test(document.querySelector('[data-testid=hparam-ack]')?.textContent ?? ''));
+  await openTab(page, 'charts');
   await page.waitForSelector('[data-metric=loss] [data-testid=marker]', { state: 'attached' });
   const label = (await page.getAttribute('[data-metric=loss] [data-testid=marker]', 'title')) ?? '';
   assert.match(label, /lr: [\d.e-]+ -> 0\.001 \(group 0\)/);
   assert.match((await page.textContent('[data-testid=hparam-history]')) ?? '', /lr: .* -> 0\.001/);
+  // The panel shows the value in force at once, before any step reports it.
+  assert.match((await page.textContent('[data-testid=hparam-current]')) ?? '', /^now: lr 0\.001\b/);
+  await openTab(page, 'health');
   await page.fill('[data-hparam=lr]', '');
 });
 
@@ -101,13 +106,19 @@ test('a health check runs from its button and lists its findings', async () => {
 
 test('Test adds a row to the test results', async () => {
   const { page } = browser;
+  await openTab(page, 'session');
   await page.click('[data-testid=test]');
   await page.waitForSelector('[data-testid=tests] tbody tr');
   assert.match((await page.locator('[data-testid=tests] tbody tr').first().textContent()) ?? '', /test_1/);
+  // One column per metric: the loss once, whatever case or prefix the trainer gave it.
+  const columns = (await page.locator('[data-testid=tests] thead th').allTextContents()).map((c) => c.toLowerCase());
+  assert.equal(columns.filter((c) => c === 'loss').length, 1, columns.join(', '));
+  assert.equal(new Set(columns).size, columns.length, columns.join(', '));
 });
 
 test('validation is drawn on the chart of its metric, next to training', async () => {
   const { page } = browser;
+  await openTab(page, 'charts');
   // The first epoch ends at step 128; its validation joins the train loss chart.
   await page.waitForFunction(() => /\bval\b/.test(document.querySelector('[data-metric=loss] .chart-plot')?.getAttribute('data-splits') ?? ''), undefined, { timeout: 20_000 });
   assert.match((await page.textContent('[data-metric=loss] .legend')) ?? '', /train.*val/);
@@ -175,6 +186,7 @@ test('a second process shows up in the picker of the first one\'s page and can b
 test('at a pause: export the session, list the checkpoint ring, restore, load; view the file', async () => {
   const { page } = browser;
   const file = join(mkdtempSync(join(tmpdir(), 'otf-e2e-export-')), 'demo.otf');
+  await openTab(page, 'session');
   await page.click('[data-testid=pause]');
   await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'paused');
   await page.fill('[data-testid=session-path]', file);
@@ -209,8 +221,9 @@ test('at a pause: export the session, list the checkpoint ring, restore, load; v
   await viewed.waitFor({ timeout: 15_000 });
   await viewed.click();
   await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'finished');
-  await page.waitForSelector('[data-metric=loss] .chart-plot[data-points]');
   assert.ok(await page.isDisabled('[data-testid=session-export]'));
+  await openTab(page, 'charts');
+  await page.waitForSelector('[data-metric=loss] .chart-plot[data-points]');
   await page.screenshot({ path: join(RESULTS_DIR, 'browser-viewer.png'), fullPage: true });
   await page.locator(`[data-testid=run][title$="-${training.port})"]`).click();
 });

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { openBrowser, RESULTS_DIR, shownStep, waitForStepAbove, type Browser } from '../support/browser';
+import { openBrowser, openTab, RESULTS_DIR, shownStep, waitForStepAbove, type Browser } from '../support/browser';
 import { startTraining, tempHome, type Training } from '../support/processes';
 
 const FORK_RUN = '../.venv/bin/python test/e2e/fixtures/fork_run.py';
@@ -48,6 +48,7 @@ const waitText = async (selector: string, pattern: RegExp, timeout = 30_000): Pr
 test('pause and drag a loss range of the training statistics into a selection', async () => {
   const { page } = browser;
   await waitForStepAbove(page, 30, 60_000);
+  await openTab(page, 'samples');
   await page.click('[data-testid=pause]');
   await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'paused');
   await page.waitForSelector('[data-testid=histogram][data-total]:not([data-total=""])');
@@ -84,6 +85,7 @@ test('a fork from the histogram shows its progress; Cancel stops it', async () =
 
 test('a fork from the named selection trains its budget and appears under its parent', async () => {
   const { page } = browser;
+  await openTab(page, 'samples');
   await page.waitForFunction(() => (document.querySelector('[data-testid=selection]') as HTMLSelectElement | null)?.value.startsWith('train-loss-'));
   await page.click('[data-testid=selection-fork]');
   await page.waitForSelector('[data-testid=fork-dialog][open]');
@@ -103,6 +105,7 @@ test('a fork from the named selection trains its budget and appears under its pa
 
 test('a data-map region opens the fork dialog on its selection', async () => {
   const { page } = browser;
+  await openTab(page, 'samples');
   await page.waitForSelector('[data-testid=data-map][data-points]:not([data-points=""])');
   await page.click('[data-region=hard]');
   await waitText('[data-testid=data-map-ack]', /^selected train-hard: \d+ samples/);

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { openBrowser, RESULTS_DIR, waitForStepAbove, type Browser } from '../support/browser';
+import { openBrowser, openTab, RESULTS_DIR, waitForStepAbove, type Browser } from '../support/browser';
 import { startTraining, tempHome, type Training } from '../support/processes';
 
 let training: Training;
@@ -31,6 +31,7 @@ const text = (selector: string): Promise<string> => browser.page.textContent(sel
 test('pause, scan the train split, see its histogram', async () => {
   const { page } = browser;
   await waitForStepAbove(page, 20);
+  await openTab(page, 'samples');
   await page.click('[data-testid=pause]');
   await page.waitForFunction(() => document.querySelector('header [data-testid=pill]')?.textContent === 'paused');
   await page.selectOption('[data-testid=sample-split]', 'train');
@@ -41,6 +42,9 @@ test('pause, scan the train split, see its histogram', async () => {
   const size = Number(/: (\d+) samples/.exec(await text('[data-testid=scan-ack]'))?.[1]);
   await page.waitForSelector(`[data-testid=histogram][data-total="${size}"]`);
   assert.match(await text('[data-testid=histogram-caption]'), /^train · scan at step \d+ · \d+ samples/);
+  // The counts have their axis: round ticks from zero.
+  const ticks = ((await page.getAttribute('[data-testid=histogram-y-axis]', 'data-ticks')) ?? '').split(' ').map(Number);
+  assert.ok(ticks.length >= 2 && ticks[0] === 0 && ticks.every((t, i) => i === 0 || t > ticks[i - 1]), `y ticks ${ticks}`);
 });
 
 test('a region dragged across the histogram becomes a selection the table lists; it exports to CSV', async () => {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import type { WebSocket } from 'ws';
-import { openBrowser, RESULTS_DIR, type Browser } from '../support/browser';
+import { openBrowser, openTab, RESULTS_DIR, type Browser } from '../support/browser';
 import { fakeSamples } from '../support/fakeSamples';
 import { runInfo, startFakeSession, type FakeSession } from '../support/fakeSession';
 import { instrument, max, readPerf, record, round, target } from '../support/perf';
@@ -51,6 +51,7 @@ test('a 1,000,000-sample histogram and data map draw, and a dragged region becom
   await instrument(page);
   const started = Date.now();
   await page.goto(`http://127.0.0.1:${fake.port}/?token=${fake.token}`);
+  await openTab(page, 'samples');
   await page.waitForSelector(`[data-testid=histogram][data-total="${N}"]`, { timeout: 30_000 });
   const histogramShownMs = Date.now() - started;
   await page.waitForSelector(`[data-testid=data-map][data-total="${N}"]`, { timeout: 30_000 });

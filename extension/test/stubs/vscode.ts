@@ -17,3 +17,6 @@ export const ViewColumn = { One: 1 };
 export const StatusBarAlignment = { Left: 1, Right: 2 };
 export const window = {};
 export const workspace = {};
+export class ThemeColor {
+  constructor(readonly id: string) {}
+}

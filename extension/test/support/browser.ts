@@ -2,7 +2,7 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type BrowserContext, type Frame, type Page } from 'playwright-core';
 import { EXTENSION_DIR } from './processes';
 
 export const RESULTS_DIR = join(EXTENSION_DIR, 'test-results');
@@ -63,4 +63,10 @@ export async function waitForStepAbove(page: Page, step: number, timeout = 15_00
     { timeout },
   );
   return shownStep(page);
+}
+
+/** Show a section of the dashboard (`charts`, `runs`, `samples`, `forks`, `health`, `session`, `logs`). */
+export async function openTab(page: Page | Frame, name: string): Promise<void> {
+  await page.click(`[data-testid=tab-${name}]`);
+  await page.waitForSelector(`[data-tab=${name}]:not([hidden])`);
 }

@@ -37,19 +37,21 @@ export interface FakeOptions {
    * `GET /sessions?token=…` listing this one session, as a session server does.
    */
   httpRoot?: string;
+  /** What `GET /sessions` lists (default: this one session). */
+  listed?: (own: Record<string, unknown>) => Record<string, unknown>[];
 }
 
 const TYPES: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css' };
 
-function serveFiles(root: string, session: string, token: string): Server {
+function serveFiles(root: string, session: string, token: string, listed?: FakeOptions['listed']): Server {
   return createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://x');
     if (url.pathname === '/sessions') {
       if (url.searchParams.get('token') !== token) return void response.writeHead(401).end();
       const port = request.socket.localPort;
-      const listed = { pid: process.pid, port, project: 'p', run: 'r', session, token, started_at: 1 };
+      const own = { pid: process.pid, port, project: 'p', run: 'r', session, token, started_at: 1 };
       response.writeHead(200, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
-      return void response.end(JSON.stringify({ sessions: [listed] }));
+      return void response.end(JSON.stringify({ sessions: listed ? listed(own) : [own] }));
     }
     const name = url.pathname.slice(1) || 'index.html';
     try {
@@ -69,7 +71,7 @@ export async function startFakeSession(options: FakeOptions = {}): Promise<FakeS
   const authorized = ({ req }: { req: IncomingMessage }): boolean =>
     req.headers.authorization === `Bearer ${token}` ||
     new URL(req.url ?? '/', 'http://x').searchParams.get('token') === token;
-  const http = options.httpRoot ? serveFiles(options.httpRoot, session, token) : null;
+  const http = options.httpRoot ? serveFiles(options.httpRoot, session, token, options.listed) : null;
   const server = http
     ? new WebSocketServer({ server: http, verifyClient: authorized })
     : new WebSocketServer({ host: '127.0.0.1', port: 0, verifyClient: authorized });
@@ -140,7 +142,7 @@ export function metricsEvent(seq: number, step: number, value: number, run = 'r'
 }
 
 export function runInfo(run = 'r', state = 'running'): Record<string, unknown> {
-  return { run, project: 'p', name: run, parent: null, state, step: 0, epoch: 0, started_at: 1, latest: {} };
+  return { run, project: 'p', name: run, parent: null, state, step: 0, epoch: 0, started_at: 1, latest: {}, alerts: [], config: {} };
 }
 
 /** Poll `condition` every 10 ms until it holds (fails the test after `ms`). */

@@ -4,7 +4,7 @@
  * process prints `[onthefly] dashboard: http://127.0.0.1:PORT/?token=…`; every process is
  * started in its own process group and the whole group is killed afterwards.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -71,6 +71,30 @@ export function startTraining(home: string, env: Record<string, string> = {}, co
       clearTimeout(timer);
       reject(new Error(`\`${command}\` exited with ${code} before printing its address:\n${output}`));
     });
+  });
+}
+
+export const PYTHON = '../.venv/bin/python';
+export const ONTHEFLY_CLI = join(EXTENSION_DIR, '..', '.venv', 'bin', 'onthefly');
+/** The small training with faults on request (`test/e2e/fixtures/watched_run.py`). */
+export const WATCHED_RUN = `${PYTHON} test/e2e/fixtures/watched_run.py`;
+
+/** A watched run with these options (see the fixture's `--help`). */
+export function startWatched(home: string, options: string, env: Record<string, string> = {}): Promise<Training> {
+  return startTraining(home, env, `${WATCHED_RUN} ${options}`);
+}
+
+/** `onthefly dashboard`: the hub of `home` on any free port. */
+export function startHub(home: string, extra = ''): Promise<Training> {
+  return startTraining(home, {}, `${PYTHON} -m onthefly dashboard --port 0 ${extra}`);
+}
+
+/** The `onthefly` CLI of the repository's environment, in `home`; resolves with its stdout. */
+export function cli(home: string, ...args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(ONTHEFLY_CLI, args, { env: { ...process.env, ONTHEFLY_HOME: home } }, (error, stdout, stderr) =>
+      error ? reject(new Error(`onthefly ${args.join(' ')}: ${stderr || error.message}`)) : resolve(stdout),
+    );
   });
 }
 

@@ -292,7 +292,7 @@ test('the merge dialog becomes one merge command, or says what is wrong', () => 
 // ------------------------------------------------------------------ runs: state and picker
 
 function info(run: string, name: string, parent: string | null = null, started = 0): RunInfo {
-  return { run, project: 'forks', name, parent, state: 'running', step: 0, epoch: 0, started_at: started, latest: {} };
+  return { run, project: 'forks', name, parent, state: 'running', step: 0, epoch: 0, started_at: started, latest: {}, alerts: [], config: {} };
 }
 
 test('fork progress and lineage events are kept on their runs', () => {

@@ -45,7 +45,7 @@ test('every valid command example is a command type the dashboard knows', { skip
     health: true, set: true, export: true, import: true, checkpoints: true, restore: true, snapshot: true, scan: true,
     cancel: true, histogram: true, quantiles: true, select: true, selections: true, selection_rows: true,
     export_selection: true, data_map: true, explorer: true, fork: true, forks: true, compare: true, merge: true,
-    discard_merge: true, lineage: true,
+    discard_merge: true, lineage: true, sample_preview: true,
   };
   for (const path of files(join(examples, 'valid', 'command'))) {
     const command = JSON.parse(readFileSync(path, 'utf8')) as { type: string; id: unknown };

@@ -4,7 +4,7 @@ import { WebSocket } from 'ws';
 import type { SocketLike } from '../../src/common/connection';
 import type { HostToView } from '../../src/common/messages';
 import { emptyState, type DashboardState } from '../../src/common/state';
-import { parseLiveSessions, SocketTransport, type LiveSession } from '../../src/webview/socketTransport';
+import { HttpError, lostNotice, parseHubSessions, parseLiveSessions, SocketTransport, type LiveSession } from '../../src/webview/socketTransport';
 import { applyHostMessage } from '../../src/webview/state';
 import { runInfo, startFakeSession, until, type FakeSession } from '../support/fakeSession';
 
@@ -34,9 +34,10 @@ function listed(fake: FakeSession, pid: number, run: string): LiveSession {
 }
 
 /** A transport over `sessions` (changed by the test), folding what it delivers into a state. */
-function startTransport(sessions: () => unknown): { state: () => DashboardState; paths: string[] } {
+function startTransport(sessions: () => unknown): { state: () => DashboardState; paths: string[]; notices: string[] } {
   let state = emptyState();
   const paths: string[] = [];
+  const notices: string[] = [];
   transport = new SocketTransport({ hostname: '127.0.0.1', search: '?token=page-token' }, noStorage, {
     pollMs: 20,
     fetchJson: async (path) => {
@@ -47,9 +48,10 @@ function startTransport(sessions: () => unknown): { state: () => DashboardState;
     connection: { initialDelayMs: 20 },
   });
   transport.start((message: HostToView) => {
+    if (message.type === 'notice') notices.push(message.text);
     state = applyHostMessage(state, message).state;
   });
-  return { state: () => state, paths };
+  return { state: () => state, paths, notices };
 }
 
 test('the page connects to every listed session with its own token, keyed by pid and port', async () => {
@@ -93,28 +95,69 @@ test('a session that leaves the list is ended, its runs stay, commands to it fai
   assert.equal(page.state().sources[`101-${a.port}`].status, 'open');
 });
 
-test('a failing list keeps the open connections and warns once', async (t) => {
+test('when its own server stops answering, the page says so, keeps what it reaches and stops retrying the rest', async () => {
   const a = await fakeWithRun('sa', 'token-a', 'first');
+  const b = await fakeWithRun('sb', 'token-b', 'second');
   let failing = false;
-  const warnings: string[] = [];
-  t.mock.method(console, 'warn', (text: string) => void warnings.push(text));
   const page = startTransport(() => {
-    if (failing) throw new Error('/sessions answered HTTP 502');
-    return { sessions: [listed(a, 101, 'first')] };
+    if (failing) throw new HttpError(401, '/sessions answered HTTP 401');
+    return { sessions: [listed(a, 101, 'first'), listed(b, 102, 'second')] };
   });
-  const key = `101-${a.port}`;
-  await until(() => page.state().sources[key]?.status === 'open', 5000, 'open');
+  const [keyA, keyB] = [`101-${a.port}`, `102-${b.port}`];
+  await until(() => page.state().sources[keyA]?.status === 'open' && page.state().sources[keyB]?.status === 'open', 5000, 'open');
+  await b.close(); // the second run ends with the page's own server: no list says so any more
   failing = true;
-  const polls = page.paths.length;
-  await until(() => page.paths.length > polls + 3, 5000, 'polls while failing');
-  assert.equal(page.state().sources[key].status, 'open');
-  assert.equal(page.state().sources[key].ended, false);
-  assert.deepEqual(warnings, ['OnTheFly: cannot list the live sessions (/sessions answered HTTP 502)']);
+  await until(() => page.notices.at(-1)?.startsWith('The run that served this page restarted with a new token') === true, 5000, 'notice');
+  assert.match(page.notices.at(-1) ?? '', /onthefly dashboard/);
+  await until(() => page.state().sources[keyB]?.ended === true, 5000, 'b given up');
+  assert.equal(page.state().sources[keyA].status, 'open', 'a still reached');
+  assert.equal(page.state().sources[keyA].ended, false);
+  failing = false;
+  await until(() => page.notices.at(-1) === '', 5000, 'notice taken back');
+});
+
+test('served by the hub, the page connects to each listed path with the hub\'s token only', async () => {
+  const hub = await fakeWithRun('hub-session', 'hub-token', 'first');
+  const listing = (live: boolean): unknown => ({
+    hub: true,
+    sessions: [{ key: '7-9', kind: 'session', project: 'p', run: 'first', started_at: 1, live, path: '/ws/7-9' }],
+  });
+  let live = true;
+  const opened: string[] = [];
+  let state = emptyState();
+  const notices: string[] = [];
+  transport = new SocketTransport({ hostname: '127.0.0.1', port: String(hub.port), search: '?token=hub-token&run=p/first' }, noStorage, {
+    pollMs: 20,
+    fetchJson: async () => listing(live),
+    openSocket: (url) => {
+      opened.push(url);
+      return new WebSocket(url) as unknown as SocketLike;
+    },
+    connection: { initialDelayMs: 20 },
+  });
+  transport.start((message) => {
+    if (message.type === 'notice') notices.push(message.text);
+    state = applyHostMessage(state, message).state;
+  });
+  assert.equal(transport.wantedRun(), 'p/first');
+  await until(() => state.sources['7-9']?.runs.first !== undefined, 5000, 'run through the hub');
+  assert.equal(opened[0], `ws://127.0.0.1:${hub.port}/ws/7-9?token=hub-token`);
+  live = false;
+  await until(() => state.sources['7-9']?.ended === true, 5000, 'ended');
+  assert.equal(state.sources['7-9'].status, 'open', 'the hub keeps serving what it saw');
+  assert.equal(opened.length, 1);
 });
 
 test('a page opened without its token says how to open it', () => {
   const bare = new SocketTransport({ hostname: '127.0.0.1', search: '' }, noStorage);
-  assert.throws(() => bare.start(() => undefined), /needs its session token/);
+  assert.throws(() => bare.start(() => undefined), /needs its token/);
+});
+
+test('the hub list parser keeps entries with a socket path only', () => {
+  const good = { key: 'k', kind: 'session', project: 'p', run: 'r', started_at: 0, live: true, path: '/ws/k' };
+  assert.deepEqual(parseHubSessions({ hub: true, sessions: [good, { ...good, path: 'http://elsewhere/' }, { ...good, live: 'yes' }] }), [good]);
+  assert.match(lostNotice(true, null), /hub stopped answering/);
+  assert.match(lostNotice(false, null), /has ended \(or restarted at a new address\)/);
 });
 
 test('the list parser skips malformed entries and rejects a malformed answer', () => {

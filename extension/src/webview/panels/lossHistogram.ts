@@ -8,8 +8,9 @@
  */
 import type { Outcome } from '../../common/messages';
 import { formatNumber, h } from '../dom';
-import { binAt, binsForWidth, dragRange, drawHistogram, type LossRange } from '../histogram';
+import { binAt, binsForWidth, dragRange, drawCountAxis, drawHistogram, type LossRange } from '../histogram';
 import { parseHistogram, readReply, selectionName, type HistogramData, type SampleSplit } from '../sampleReplies';
+import { SPLIT_COLORS } from '../palette';
 import { fitCanvas } from '../scatter';
 import { AckLines, type Send } from './controls';
 import type { ForkOpener } from './samples';
@@ -33,6 +34,12 @@ export function describeSelection(outcome: Outcome): string {
   return `${head}, loss ${formatNumber(d.loss_min)} – ${formatNumber(d.loss_max)}`;
 }
 
+/** What to do when a split has no per-sample losses yet. */
+export const NO_LOSSES_HINT =
+  'Per-sample losses come from every training step once OnTheFly knows the loss function ' +
+  '(onthefly.Trainer(loss_fn=…), or OnTheFly(loss_fn=…) with Lightning; see docs/per-sample.md). ' +
+  'Scan evaluates a whole split (train, val or test) with the current model now.';
+
 export function histogramCaption(hist: HistogramData): string {
   const outside = hist.below + hist.above;
   return [
@@ -49,6 +56,7 @@ export function histogramCaption(hist: HistogramData): string {
 export class LossHistogramPanel {
   readonly element = h('section', { class: 'panel loss-histogram', 'aria-label': 'Loss histogram' });
   private readonly canvas = h('canvas', { class: 'plot-canvas', 'data-testid': 'histogram' });
+  private readonly yAxis = h('canvas', { class: 'count-axis', 'data-testid': 'histogram-y-axis' });
   private readonly region = h('div', { class: 'plot-region', hidden: true });
   private readonly caption = h('p', { class: 'muted plot-caption', 'data-testid': 'histogram-caption' });
   private readonly readout = h('span', { class: 'muted readout', 'data-testid': 'histogram-readout' });
@@ -69,9 +77,11 @@ export class LossHistogramPanel {
   private split: SampleSplit = 'train';
   private live = false;
   private ticket = 0;
+  private emptyText = '';
 
   constructor(private readonly hooks: HistogramHooks) {
     const plot = h('div', { class: 'plot-area histogram-area' }, this.canvas, this.region);
+    const frame = h('div', { class: 'histogram-frame' }, this.yAxis, plot);
     plot.addEventListener('pointerdown', (e) => this.dragStart(e, plot));
     plot.addEventListener('pointermove', (e) => this.dragMove(e));
     plot.addEventListener('pointerup', (e) => this.dragEnd(e));
@@ -81,11 +91,16 @@ export class LossHistogramPanel {
     this.resetButton.addEventListener('click', () => this.setZoom(null));
     this.refreshButton.addEventListener('click', () => this.refresh());
     this.forkButton.addEventListener('click', () => this.made && this.hooks.fork(this.runKey, this.made.name, this.made.size));
-    new ResizeObserver(() => this.draw()).observe(this.canvas);
+    new ResizeObserver(() => {
+      this.draw();
+      // Fetched while hidden (no width yet), the bins were too coarse for the plot now shown.
+      const wanted = binsForWidth(this.canvas.clientWidth);
+      if (this.hist && this.canvas.clientWidth > 0 && Math.abs(wanted - this.hist.counts.length) > wanted / 5) this.refresh();
+    }).observe(this.canvas);
     this.element.append(
       h('h3', {}, 'Loss distribution'),
       h('div', { class: 'toolbar' }, h('label', { class: 'muted' }, this.log, ' log'), this.zoomButton, this.resetButton, this.refreshButton, this.forkButton, this.readout),
-      plot,
+      frame,
       this.caption,
       this.ack,
     );
@@ -98,6 +113,7 @@ export class LossHistogramPanel {
     if (runKey === this.runKey && split === this.split) return this.updateButtons();
     this.runKey = runKey;
     this.split = split;
+    this.ticket++; // an answer still on its way is for the run or split shown before
     this.acks.show(runKey);
     this.hist = null;
     this.zoom = this.chosen = null;
@@ -106,6 +122,13 @@ export class LossHistogramPanel {
     this.caption.textContent = '';
     this.draw();
     this.refresh();
+  }
+
+  /** What the panel says while it has no histogram (`''`: nothing). */
+  setEmpty(text: string): void {
+    if (text === this.emptyText) return;
+    this.emptyText = text;
+    if (!this.hist) this.caption.textContent = text;
   }
 
   /** Fetch the histogram of the current view (after a scan, a pause, a click on Refresh). */
@@ -117,7 +140,7 @@ export class LossHistogramPanel {
     const bins = binsForWidth(this.canvas.clientWidth);
     void this.hooks.send({ type: 'histogram', split: this.split, bins, ...range }).then((outcome) => {
       if (ticket !== this.ticket) return;
-      const read = outcome.ok ? readReply(parseHistogram, outcome.data) : { error: `No ${this.split} losses: ${outcome.message}` };
+      const read = outcome.ok ? readReply(parseHistogram, outcome.data) : { error: `No ${this.split} losses yet: ${outcome.message}. ${NO_LOSSES_HINT}` };
       this.hist = 'error' in read ? null : read.value;
       this.caption.textContent = 'error' in read ? read.error : histogramCaption(read.value);
       this.draw();
@@ -126,18 +149,24 @@ export class LossHistogramPanel {
 
   private draw(): void {
     fitCanvas(this.canvas);
+    fitCanvas(this.yAxis);
     const hist = this.hist;
     this.canvas.dataset.total = hist ? String(hist.total) : '';
     this.canvas.dataset.bins = hist ? String(hist.counts.length) : '';
     if (!hist) {
       this.canvas.getContext('2d')?.clearRect(0, 0, this.canvas.width, this.canvas.height);
+      this.yAxis.getContext('2d')?.clearRect(0, 0, this.yAxis.width, this.yAxis.height);
       return;
     }
     const css = getComputedStyle(document.body);
-    drawHistogram(this.canvas, hist, this.log.checked, {
-      bar: css.getPropertyValue('--otf-chart-line').trim() || '#3794ff',
+    const muted = css.getPropertyValue('--otf-muted').trim() || '#9d9d9d';
+    const ticks = drawHistogram(this.canvas, hist, this.log.checked, {
+      bar: SPLIT_COLORS.train,
       axis: css.getPropertyValue('--otf-muted').trim() || '#9d9d9d',
+      grid: css.getPropertyValue('--otf-grid').trim() || '#8883',
     });
+    drawCountAxis(this.yAxis, ticks, muted, this.log.checked);
+    this.yAxis.dataset.ticks = ticks.map((t) => t.value).join(' ');
   }
 
   private fraction(e: PointerEvent): number {

@@ -1,16 +1,19 @@
 /**
- * The metric charts of the selected run: a chooser listing every metric, one chart per
- * chosen metric with its splits overlaid (`loss`, `val/loss` and `test/loss` on one chart),
- * hyperparameter changes as markers, and the shared options (x axis in steps or epochs,
- * smoothing).
+ * The metric charts: one chart per metric, its splits overlaid (`loss`, `val/loss` and
+ * `test/loss` on one chart), for the selected run alone or for every run compared (one colour
+ * per run, the same metric on the same chart). Charts keep one order, whatever the run:
+ * `loss` first, then the run's own metrics by name, then learning rates and gradient norms.
+ * Each chart has its log-scale toggle (remembered); the options shared by every chart are
+ * the x axis (steps or epochs) and smoothing.
  */
 import type { Points } from '../../common/decimate';
-import { chartGroups, parseSeriesKey } from '../../common/series';
+import { chartGroups, parseSeriesKey, type Split } from '../../common/series';
 import type { RunView } from '../../common/state';
-import type { XAxis } from '../axis';
-import { MetricChart, type ChartSeries, type FetchHistory } from '../charts';
+import { axisFor, type XAxis } from '../axis';
+import { MetricChart, type ChartSeries, type FetchHistory, type Marker } from '../charts';
 import { fill, h } from '../dom';
-import { hparamMarkers } from '../markers';
+import { alertMarkers, hparamMarkers } from '../markers';
+import { SPLIT_COLORS } from '../palette';
 import type { Smoothing } from '../smoothing';
 
 export interface ChartOptions {
@@ -18,6 +21,19 @@ export interface ChartOptions {
   smoothing: Smoothing;
   /** Charts (metric names) the reader unticked. */
   hidden: string[];
+  /** Charts shown with a log y axis. */
+  logCharts: string[];
+  /** Only the charts whose name matches (a regular expression, else plain text). */
+  chartFilter: string;
+}
+
+/** One run the charts draw; `color` set when several runs are compared. */
+export interface ChartRun {
+  key: string;
+  /** Its short name in legends (`cnn`, `demo/cnn`). */
+  label: string;
+  run: RunView;
+  color: string | null;
 }
 
 export interface MetricsHooks {
@@ -35,6 +51,76 @@ export function historyPoints(data: Record<string, unknown>): Points | null {
   return { steps: steps as number[], values: values as (number | null)[] };
 }
 
+const BUILT_IN = /^(lr|grad_norm)(\/|$)/;
+
+/**
+ * Chart names in the order they are shown: `loss` first, the run's own metrics by name, then
+ * the built-in learning rates and gradient norms.
+ *
+ * Example: `chartOrder(['lr', 'acc', 'loss', 'grad_norm'])` gives `['loss', 'acc', 'grad_norm', 'lr']`.
+ */
+export function chartOrder(names: Iterable<string>): string[] {
+  const rank = (name: string): number => (name === 'loss' ? 0 : BUILT_IN.test(name) ? 2 : 1);
+  return [...new Set(names)].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+}
+
+/** The y axis title of a metric: its name, with the unit its name says (`step_time (s)`). */
+export function axisTitle(name: string): string {
+  if (/(^|_)(time|seconds|secs|duration)$/.test(name)) return `${name} (s)`;
+  if (/_ms$/.test(name)) return `${name} (ms)`;
+  if (/bytes$/.test(name)) return `${name} (bytes)`;
+  if (/^grad_norm/.test(name)) return `${name} (L2)`;
+  return name;
+}
+
+const STYLES: Record<Split, Pick<ChartSeries, 'style' | 'dense'>> = {
+  train: { style: 'line', dense: true },
+  val: { style: 'line+points', dense: false },
+  test: { style: 'points', dense: false },
+};
+
+/** The series of chart `name` for `runs` (the first one's splits first, then the others'). */
+export function chartSeries(name: string, runs: readonly ChartRun[], axis: XAxis): ChartSeries[] {
+  const compared = runs.length > 1;
+  const out: ChartSeries[] = [];
+  for (const { key: runKey, label, run, color } of runs) {
+    const keys = chartGroups(Object.keys(run.series)).get(name) ?? [];
+    const last = run.series[keys[0]]?.steps.at(-1) ?? run.info.step;
+    const map = axisFor(axis, run.epochStarts, last);
+    for (const key of keys) {
+      const split = parseSeriesKey(key).split;
+      out.push({
+        id: `${runKey}|${key}`,
+        runKey,
+        key,
+        split,
+        label: compared ? (split === 'train' ? label : `${label} · ${split}`) : split,
+        color: color ?? SPLIT_COLORS[split],
+        ...STYLES[split],
+        dash: compared && split === 'val' ? [6, 3] : undefined,
+        data: run.series[key],
+        map,
+        clock: run.clock,
+        startedAt: run.info.started_at,
+        epochStarts: run.epochStarts,
+      });
+    }
+  }
+  return out;
+}
+
+/** Whether chart `name` passes `filter`: a case-insensitive regular expression, or plain text
+ * when it is not a valid one (`los` and `^val` both work). */
+export function matchesFilter(name: string, filter: string): boolean {
+  const text = filter.trim();
+  if (!text) return true;
+  try {
+    return new RegExp(text, 'i').test(name);
+  } catch {
+    return name.toLowerCase().includes(text.toLowerCase());
+  }
+}
+
 /** Chart drawing per frame, so input is never kept waiting behind a round of redraws. */
 const FRAME_BUDGET_MS = 8;
 
@@ -42,6 +128,7 @@ interface Shown {
   chart: MetricChart;
   card: HTMLElement;
   legend: HTMLElement;
+  log: HTMLInputElement;
   /** The series revisions and options last drawn. */
   drawn: string;
 }
@@ -50,6 +137,7 @@ export class MetricsPanel {
   readonly element = h('section', { class: 'metrics', 'aria-label': 'Metrics' });
   private readonly chooser = h('div', { class: 'chooser' });
   private readonly grid = h('div', { class: 'charts' });
+  private readonly empty = h('p', { class: 'muted empty-state', 'data-testid': 'charts-empty' });
   private readonly axisSelect = h(
     'select',
     { 'aria-label': 'X axis', 'data-testid': 'axis' },
@@ -64,12 +152,13 @@ export class MetricsPanel {
     h('option', { value: 'mean' }, 'Moving average'),
   );
   private readonly strength = h('input', { type: 'range', min: 0, max: 100, value: 60, 'aria-label': 'Smoothing strength' });
+  private readonly filter = h('input', { type: 'search', placeholder: 'filter charts (regex)', 'aria-label': 'Filter charts', 'data-testid': 'chart-filter', size: 22 });
   private readonly shown = new Map<string, Shown>();
-  private runKey = '';
+  private runsKey = '';
   /** The chart the next render starts with, so every chart gets its turn. */
   private cursor = 0;
   private chooserSignature = '';
-  private options: ChartOptions = { axis: 'step', smoothing: { kind: 'none' }, hidden: [] };
+  private options: ChartOptions = { axis: 'step', smoothing: { kind: 'none' }, hidden: [], logCharts: [], chartFilter: '' };
 
   constructor(private readonly hooks: MetricsHooks) {
     const resetAll = h('button', { title: 'Show whole runs on every chart' }, 'Reset zoom');
@@ -78,9 +167,11 @@ export class MetricsPanel {
     const smoothing = (): void => hooks.changeOptions({ smoothing: this.readSmoothing() });
     this.smoothingSelect.addEventListener('change', smoothing);
     this.strength.addEventListener('input', smoothing);
+    this.filter.addEventListener('input', () => hooks.changeOptions({ chartFilter: this.filter.value }));
     this.element.append(
-      h('div', { class: 'toolbar' }, h('label', {}, 'X axis ', this.axisSelect), this.smoothingSelect, this.strength, resetAll),
+      h('div', { class: 'toolbar' }, this.filter, h('label', {}, 'X axis ', this.axisSelect), this.smoothingSelect, this.strength, resetAll),
       this.chooser,
+      this.empty,
       this.grid,
     );
   }
@@ -89,11 +180,14 @@ export class MetricsPanel {
    * Bring the charts up to date, spending at most about one frame's budget: charts that did
    * not get their turn are drawn on the next call, starting where this one stopped.
    * Returns whether some chart still waits.
+   *
+   * Args: `runs` the selected run first, then the runs compared with it.
    */
-  render(runKey: string, run: RunView | null, options: ChartOptions): boolean {
-    if (runKey !== this.runKey) {
+  render(runs: readonly ChartRun[], options: ChartOptions): boolean {
+    const runsKey = runs.map((r) => `${r.key}=${r.color ?? ''}`).join('\u0001');
+    if (runsKey !== this.runsKey) {
       this.clear();
-      this.runKey = runKey;
+      this.runsKey = runsKey;
     }
     this.options = options;
     this.axisSelect.value = options.axis;
@@ -101,29 +195,39 @@ export class MetricsPanel {
     this.strength.hidden = options.smoothing.kind === 'none';
     if (options.smoothing.kind === 'ema') this.strength.value = String(Math.round(options.smoothing.weight * 100));
     if (options.smoothing.kind === 'mean') this.strength.value = String(options.smoothing.window);
-    const groups = chartGroups(run ? Object.keys(run.series) : []);
-    const names = [...groups.keys()];
+    const names = chartOrder(runs.flatMap((r) => [...chartGroups(Object.keys(r.run.series)).keys()]));
     this.renderChooser(names, options.hidden);
-    if (!run) return false;
-    const visible = names.filter((k) => !options.hidden.includes(k));
-    for (const name of [...this.shown.keys()]) if (!visible.includes(name)) this.remove(name);
-    const markers = hparamMarkers(run.hparams);
-    const optionKey = JSON.stringify([options.axis, options.smoothing, run.epochStarts.length, markers]);
+    this.empty.hidden = names.length > 0 || runs.length === 0;
+    this.empty.textContent = 'No metrics yet: the charts fill as the run reports its first steps.';
+    if (document.activeElement !== this.filter) this.filter.value = options.chartFilter;
+    const ticked = names.filter((k) => !options.hidden.includes(k));
+    for (const name of [...this.shown.keys()]) if (!ticked.includes(name)) this.remove(name);
+    // Filtered-out charts are only hidden: typing in the filter must stay instant.
+    const visible = ticked.filter((k) => matchesFilter(k, options.chartFilter));
+    for (const [name, shown] of this.shown) {
+      const hidden = !visible.includes(name);
+      if (hidden && !shown.card.hidden) shown.drawn = '';
+      shown.card.hidden = hidden;
+    }
+    if (runs.length === 0) return false;
+    const markers = runs.flatMap((r, i) => markersOf(r, runs.length > 1, i === 0, options.axis));
+    const optionKey = JSON.stringify([options.axis, options.smoothing, runs.map((r) => [r.run.epochStarts.length, r.run.alerts.length]), markers.map((m) => [m.step, m.label])]);
     const started = performance.now();
     for (let i = 0; i < visible.length; i++) {
       const name = visible[(this.cursor + i) % visible.length];
-      const keys = groups.get(name) ?? [];
-      const series: ChartSeries[] = keys.map((key) => ({ key, split: parseSeriesKey(key).split, data: run.series[key] }));
-      const shown = this.shown.get(name) ?? this.add(name);
-      const drawn = `${keys.map((k) => `${k}@${run.series[k].rev}`).join(',')}|${optionKey}`;
+      const log = options.logCharts.includes(name);
+      const shown = this.shown.get(name) ?? this.add(name, ticked);
+      const series = chartSeries(name, runs, options.axis);
+      const drawn = `${series.map((s) => `${s.id}@${s.data.rev}`).join(',')}|${optionKey}|${log}`;
       if (shown.drawn === drawn) continue;
       if (performance.now() - started > FRAME_BUDGET_MS) {
         this.cursor = (this.cursor + i) % visible.length;
         return true;
       }
       shown.drawn = drawn;
-      fill(shown.legend, ...(series.length > 1 ? series.map((s) => h('span', { class: `legend-${s.split}` }, s.split)) : []));
-      shown.chart.update({ series, epochStarts: run.epochStarts, axis: options.axis, smoothing: options.smoothing, markers });
+      shown.log.checked = log;
+      fill(shown.legend, ...legendOf(series));
+      shown.chart.update({ series, axis: options.axis, yLabel: axisTitle(name), smoothing: options.smoothing, markers, log });
     }
     return false;
   }
@@ -144,10 +248,6 @@ export class MetricsPanel {
     const signature = JSON.stringify([keys, hidden]);
     if (signature === this.chooserSignature) return;
     this.chooserSignature = signature;
-    if (keys.length === 0) {
-      fill(this.chooser, h('span', { class: 'muted' }, 'No metrics streamed yet.'));
-      return;
-    }
     fill(
       this.chooser,
       ...keys.map((key) => {
@@ -161,23 +261,29 @@ export class MetricsPanel {
     );
   }
 
-  private add(key: string): Shown {
-    const title = key;
+  /** A new chart card, placed where `order` puts it among the cards already shown. */
+  private add(key: string, order: string[]): Shown {
     const legend = h('span', { class: 'legend' });
-    const exportButton = h('button', { class: 'small', title: 'Save this chart as PNG' }, 'PNG');
+    const log = h('input', { type: 'checkbox', 'data-testid': 'log-scale', title: 'Logarithmic y axis' });
+    const exportButton = h('button', { class: 'small', title: 'Save this chart as PNG (with its legend)' }, 'PNG');
     const resetButton = h('button', { class: 'small', title: 'Show the whole run' }, 'Reset');
     const body = h('div', { class: 'chart-body' });
     const card = h(
       'figure',
       { class: 'chart', 'data-testid': 'chart', 'data-metric': key },
-      h('figcaption', {}, h('span', { class: 'chart-title' }, title), legend, resetButton, exportButton),
+      h('figcaption', {}, h('span', { class: 'chart-title' }, key), legend, h('label', { class: 'log-toggle muted' }, log, 'log'), resetButton, exportButton),
       body,
     );
-    this.grid.append(card);
-    const chart = new MetricChart(body, title, this.hooks.history);
+    const after = order.slice(order.indexOf(key) + 1).map((k) => this.shown.get(k)?.card).find(Boolean);
+    this.grid.insertBefore(card, after ?? null);
+    const chart = new MetricChart(body, key, this.hooks.history);
     exportButton.addEventListener('click', () => this.hooks.savePng(`${key.replace(/[^\w.-]+/g, '_')}.png`, chart.png()));
     resetButton.addEventListener('click', () => chart.resetZoom());
-    const shown = { chart, card, legend, drawn: '' };
+    log.addEventListener('change', () => {
+      const rest = this.options.logCharts.filter((k) => k !== key);
+      this.hooks.changeOptions({ logCharts: log.checked ? [...rest, key] : rest });
+    });
+    const shown = { chart, card, legend, log, drawn: '' };
     this.shown.set(key, shown);
     return shown;
   }
@@ -194,4 +300,26 @@ export class MetricsPanel {
     for (const key of [...this.shown.keys()]) this.remove(key);
     this.chooserSignature = '';
   }
+}
+
+/** The legend of a chart: one entry per series, in its colour and line style. */
+function legendOf(series: readonly ChartSeries[]): HTMLElement[] {
+  if (series.length < 2) return [];
+  return series.map((s) => {
+    const shape = s.style === 'points' ? 'points' : s.dash ? 'dashed' : 'line';
+    const entry = h('span', { class: `legend-entry legend-${shape}`, 'data-series': s.id }, s.label);
+    entry.style.color = s.color;
+    return entry;
+  });
+}
+
+/** A run's markers: its hyperparameter changes and alerts (named by run when compared). */
+function markersOf(run: ChartRun, compared: boolean, primary: boolean, axis: XAxis): Marker[] {
+  const last = run.run.info.step;
+  const map = axisFor(axis, run.run.epochStarts, last);
+  const prefix = compared ? `${run.label}: ` : '';
+  const own = [...hparamMarkers(run.run.hparams), ...alertMarkers(run.run.alerts)];
+  // Compared runs show their alerts; hyperparameter changes only of the selected run.
+  const shown = primary ? own : own.filter((m) => m.kind !== 'hparam');
+  return shown.map((m) => ({ ...m, label: `${prefix}${m.label}`, map }));
 }

@@ -1,9 +1,10 @@
 /**
- * The list of every run the page knows, live ones first, each with its status pill. Child
- * runs (forks, merges) come right under the run they were made from, indented and labelled
- * with what they are.
+ * The list of every run the page knows, live ones first, each with its status pill and its
+ * alerts. Child runs (forks, merges) come right under the run they were made from, indented
+ * and labelled with what they are. The box before a run adds it to the runs compared on the
+ * charts (its colour there shows in the box).
  */
-import type { LineageNode } from '../../protocol.gen';
+import type { LineageNode, RunInfo } from '../../protocol.gen';
 import { pill, type DashboardState, type Pill, type RunView, type SourceView } from '../../common/state';
 import { fill, h } from '../dom';
 
@@ -22,6 +23,10 @@ export interface RunEntry {
   depth: number;
   /** The second line: project and session, or what a child run is. */
   label: string;
+  /** The alerts raised and not cleared. */
+  alerts: RunInfo['alerts'];
+  /** Whether its session ended for good (its process is gone). */
+  ended: boolean;
 }
 
 /**
@@ -46,8 +51,20 @@ export function listRuns(state: DashboardState): RunEntry[] {
   const add = (source: SourceView, run: RunView, depth: number, lineage: LineageNode[]): void => {
     const info = run.info;
     const parent = source.runs[info.parent ?? '']?.info.name ?? '';
-    const label = depth === 0 ? `${info.project} · ${source.key}` : childLabel(lineage.find((n) => n.run === info.run), lineage, parent);
-    entries.push({ ref: { source: source.key, run: info.run }, name: info.name, project: info.project, pill: pill(source, run), startedAt: info.started_at, depth, label });
+    // Where a top-level run comes from: its session (pid and port), or the hub's exported file.
+    const where = source.key.startsWith('file-') ? source.label : source.key;
+    const label = depth === 0 ? `${info.project} · ${where}` : childLabel(lineage.find((n) => n.run === info.run), lineage, parent);
+    entries.push({
+      ref: { source: source.key, run: info.run },
+      name: info.name,
+      project: info.project,
+      pill: pill(source, run),
+      startedAt: info.started_at,
+      depth,
+      label,
+      alerts: info.alerts,
+      ended: source.ended,
+    });
     const kids = (children.get(`${source.key}\u0000${info.run}`) ?? []).sort((a, b) => a.info.started_at - b.info.started_at);
     for (const kid of kids) if (depth < 8) add(source, kid, depth + 1, lineage);
   };
@@ -88,23 +105,34 @@ export function pillElement(value: Pill): HTMLElement {
   return h('span', { class: `pill pill-${value}`, 'data-testid': 'pill' }, value);
 }
 
+export interface PickerHooks {
+  select(ref: RunRef): void;
+  /** Add run `ref` to the runs compared on the charts, or take it out. */
+  compare(ref: RunRef, on: boolean): void;
+}
+
 export class RunPicker {
   readonly element = h('nav', { class: 'run-picker', 'aria-label': 'Runs' });
   private signature = '';
 
-  constructor(private readonly onSelect: (ref: RunRef) => void) {}
+  constructor(private readonly hooks: PickerHooks) {}
 
-  render(entries: RunEntry[], selected: RunRef | null): void {
-    const signature = JSON.stringify([entries.map((e) => [e.ref, e.name, e.pill, e.label]), selected]);
+  /** Args: `colors` the chart colour of each run compared, by its key (`keyOf`). */
+  render(entries: RunEntry[], selected: RunRef | null, colors: ReadonlyMap<string, string>, keyOf: (ref: RunRef) => string): void {
+    const signature = JSON.stringify([entries.map((e) => [e.ref, e.name, e.pill, e.label, e.alerts]), selected, [...colors]]);
     if (signature === this.signature) return;
     this.signature = signature;
     if (entries.length === 0) {
-      fill(this.element, h('p', { class: 'muted' }, 'Waiting for a training run…'));
+      fill(this.element, h('p', { class: 'muted' }, 'Waiting for a training run… Start a script that uses OnTheFly; it appears here.'));
       return;
     }
     fill(
       this.element,
       ...entries.map((entry) => {
+        const color = colors.get(keyOf(entry.ref));
+        const box = h('input', { type: 'checkbox', class: 'compare-box', checked: color !== undefined, 'data-testid': 'compare-run', 'aria-label': `Compare ${entry.name} on the charts`, title: 'Compare on the charts' });
+        if (color) box.style.accentColor = color;
+        box.addEventListener('change', () => this.hooks.compare(entry.ref, box.checked));
         const button = h(
           'button',
           {
@@ -112,17 +140,20 @@ export class RunPicker {
             'data-testid': 'run',
             'data-depth': entry.depth,
             'aria-pressed': sameRun(entry.ref, selected) ? 'true' : 'false',
-            title: `${entry.project}/${entry.name} (${entry.ref.source})`,
+            title: `${entry.project}/${entry.name} (${entry.label.split(' · ').pop() ?? entry.ref.source})`,
           },
           h('span', { class: 'run-name' }, entry.name),
           // Two processes may run the same project and name: the session tells them apart.
           h('span', { class: 'run-project muted' }, entry.label),
           pillElement(entry.pill),
+          entry.alerts.length ? h('span', { class: 'alert-badge', 'data-testid': 'run-alerts', title: entry.alerts.join(', ') }, `⚠ ${entry.alerts.length}`) : null,
         );
+        button.addEventListener('click', () => this.hooks.select(entry.ref));
+        const row = h('div', { class: 'run-row' }, box, button);
         // Nested runs are indented by their depth (a style property: allowed by the page's CSP).
-        if (entry.depth) button.style.marginLeft = `${12 * Math.min(entry.depth, 4)}px`;
-        button.addEventListener('click', () => this.onSelect(entry.ref));
-        return button;
+        if (entry.depth) row.style.marginLeft = `${12 * Math.min(entry.depth, 4)}px`;
+        if (color) row.style.borderLeftColor = color;
+        return row;
       }),
     );
   }

@@ -1,17 +1,24 @@
 /**
  * The samples of a named selection (hard samples, a loss range, a data-map region), a page
  * at a time (`selection_rows`), sorted by any column (click its header; again to reverse),
- * with their current statistics. Export writes the whole selection to CSV, Parquet or JSON
+ * with their current statistics and the sample itself (a thumbnail, its text or a summary,
+ * fetched for the rows shown: `sample_preview`). The main columns fit without scrolling. Export writes the whole selection to CSV, Parquet or JSON
  * on the training machine (`export_selection`): inside VS Code into a folder picked with the
  * editor's dialog, in a browser into the folder typed in the field. Fork… trains a copy of
  * the model on a train selection.
  */
 import type { Outcome } from '../../common/messages';
 import { fill, formatBytes, formatNumber, h } from '../dom';
-import { parseRows, parseSelections, readReply, ROW_COLUMNS, type RowColumn, type RowsPage, type SelectionSummary } from '../sampleReplies';
+import { parseRows, parseSelections, readReply, type RowColumn, type RowsPage, type SelectionSummary } from '../sampleReplies';
 import { confirmReplace, refusedAsExisting } from '../overwrite';
+import { PreviewCache, previewElement } from '../samplePreview';
 import { AckLines, type Send } from './controls';
 import type { ForkOpener } from './samples';
+
+/** The columns in the order shown: the sample's identity first, then its numbers. */
+export const SHOWN_COLUMNS: readonly RowColumn[] = ['index', 'label', 'loss', 'correct', 'confidence', 'variability', 'margin', 'count'];
+/** CSS pixels of a row's thumbnail. */
+const PREVIEW_PX = 36;
 
 export const PAGE_ROWS = 50;
 export const FORMATS = ['csv', 'parquet', 'json'] as const;
@@ -73,6 +80,8 @@ export class SampleTable {
   private runKey = '';
   private live = false;
   private ticket = 0;
+  /** Previews of the run shown, by split. */
+  private previews = new Map<string, PreviewCache>();
 
   constructor(private readonly hooks: TableHooks) {
     this.directory.hidden = Boolean(hooks.chooseFolder);
@@ -100,6 +109,7 @@ export class SampleTable {
     if (runKey === this.runKey) return;
     this.runKey = runKey;
     this.acks.show(runKey);
+    this.previews = new Map();
     this.selections = [];
     this.page = null;
     this.shown = '';
@@ -158,18 +168,41 @@ export class SampleTable {
     const head = h(
       'tr',
       {},
-      ...ROW_COLUMNS.map((column) => {
+      ...SHOWN_COLUMNS.flatMap((column) => {
         const sorted = column === this.sorting.sort;
         const button = h('button', { class: 'sort', 'data-sort': column, 'aria-sort': sorted ? (this.sorting.descending ? 'descending' : 'ascending') : undefined }, column, sorted ? (this.sorting.descending ? ' ▾' : ' ▴') : '');
         button.addEventListener('click', () => {
           this.sorting = nextSorting(this.sorting, column);
           this.load(0);
         });
-        return h('th', {}, button);
+        const th = h('th', { class: `col-${column}` }, button);
+        return column === 'index' ? [th, h('th', { class: 'col-sample' }, 'sample')] : [th];
       }),
     );
-    const rows = page.rows.map((row) => h('tr', { 'data-index': row.index ?? '' }, ...ROW_COLUMNS.map((c) => h('td', {}, cell(c, row[c])))));
-    fill(this.body, h('table', { 'data-testid': 'sample-rows' }, h('thead', {}, head), h('tbody', {}, ...rows)));
+    const split = this.selections.find((s) => s.name === this.chooser.value)?.split ?? 'train';
+    const cache = this.previewsOf(split);
+    const slots = new Map<number, HTMLElement>();
+    const rows = page.rows.map((row) => {
+      const slot = h('td', { class: 'col-sample' }, previewElement(row.index === null ? undefined : cache.get(row.index), PREVIEW_PX));
+      if (row.index !== null) slots.set(row.index, slot);
+      const cells = SHOWN_COLUMNS.flatMap((c) => (c === 'index' ? [h('td', { class: `col-${c}` }, cell(c, row[c])), slot] : [h('td', { class: `col-${c}` }, cell(c, row[c]))]));
+      return h('tr', { 'data-index': row.index ?? '' }, ...cells);
+    });
+    fill(this.body, h('table', { class: 'samples-table', 'data-testid': 'sample-rows' }, h('thead', {}, head), h('tbody', {}, ...rows)));
+    const ticket = this.ticket;
+    void cache.fetch([...slots.keys()]).then(() => {
+      if (ticket !== this.ticket || cache !== this.previews.get(split)) return;
+      for (const [index, slot] of slots) fill(slot, previewElement(cache.get(index), PREVIEW_PX));
+    });
+  }
+
+  private previewsOf(split: string): PreviewCache {
+    let cache = this.previews.get(split);
+    if (!cache) {
+      cache = new PreviewCache((command) => this.hooks.send(command), split);
+      this.previews.set(split, cache);
+    }
+    return cache;
   }
 
   private updateButtons(): void {
