@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from onthefly.protocol import Snapshot
 from onthefly.sessions.bounded_json import JsonLimitError, loads, measure
 
-N = 20_000
+N = 5_000
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
@@ -30,7 +30,7 @@ def depth_of(value: Any) -> int:
     return 0
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_json_values)
 def test_the_depth_is_exact_whatever_the_strings_hold(value: Any) -> None:
     text = json.dumps(value).encode()
