@@ -5,7 +5,7 @@ TORCH_SPEC ?= torch==2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: install demo test test-python stress lint bench clean
+.PHONY: install demo test test-python stress lint bench clean wheel
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,18 +17,42 @@ $(STAMP): pyproject.toml | $(PY)
 
 install: $(STAMP)
 
+# The demo runs as the terminal's foreground job, so that Ctrl+C ends it without make
+# reporting an interrupted recipe.
 demo: install
-	PYTHONUNBUFFERED=1 $(PY) examples/demo.py
+	PYTHONUNBUFFERED=1 $(PY) scripts/foreground.py $(PY) examples/demo.py
 
-test: test-python test-extension test-vscode
+# Every suite runs, even after one failed; the summary names each failed suite and the exit
+# status is non-zero if any did.
+SUITES := test-python test-extension test-vscode
+test: install
+	@failed=""; started=$$(date +%s); \
+	for suite in $(SUITES); do \
+	  suite_start=$$(date +%s); \
+	  if $(MAKE) --no-print-directory $$suite; then status=passed; else status=FAILED; failed="$$failed $$suite"; fi; \
+	  echo "[test] $$suite $$status in $$(( $$(date +%s) - suite_start )) s"; \
+	done; \
+	echo "[test] all suites took $$(( $$(date +%s) - started )) s"; \
+	if [ -n "$$failed" ]; then echo "[test] failed suites:$$failed"; exit 1; fi; \
+	echo "[test] every suite passed"
+
+# A wheel of this version (dist/onthefly_ai-*.whl) with the dashboard inside, for
+# `pip install "torch==2.13.0" dist/onthefly_ai-*.whl` in another project.
+wheel: install
+	rm -rf build dist/*.whl
+	$(PY) -m pip wheel -q --no-deps -w dist .
+	@ls dist/*.whl
 
 test-python: install
 	$(PY) -m pytest --benchmark-skip -q -m "not stress"
 
-# The long hardening runs: 10,000 fuzzed frames, 4 clients for 10 minutes (ONTHEFLY_LOAD_SECONDS).
+# The long hardening runs: 10,000 fuzzed frames, 4 clients for 10 minutes (ONTHEFLY_LOAD_SECONDS);
+# and 52 random pause points resumed in new processes.
 stress: install
 	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s -m stress tests/hardening
-	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s tests/hardening/test_reconnect.py
+	ONTHEFLY_RECORD_FIGURES=1 $(PY) -m pytest --benchmark-skip -q -s tests/hardening/test_reconnect.py \
+	  tests/hardening/test_connections.py
+	$(PY) -m pytest --benchmark-skip -q -m stress tests/sessions
 
 lint: install
 	$(VENV)/bin/ruff check onthefly tests benchmarks examples

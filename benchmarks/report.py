@@ -1,8 +1,10 @@
 """Write ``benchmarks/RESULTS.md`` from the JSON that ``make bench`` saves.
 
 Each benchmark reports its median time and the figures it recorded in ``extra_info``
-(ratios against a baseline measured in the same run, rates, counts); the dashboard's
-browser measurements and the hardening runs' figures (``make stress``) follow when present.
+(ratios against a baseline measured in the same run, rates, counts); a benchmark that
+records ``extra_info["table"]`` (``{"columns": [...], "rows": [[...], ...]}``, the quality
+benchmarks) gets it as a table of its own. The dashboard's browser measurements and the
+hardening runs' figures (``make stress``) follow when present.
 Usage::
 
     python benchmarks/report.py [.benchmarks/latest.json]
@@ -56,11 +58,27 @@ def render(data: dict[str, Any]) -> str:
         lines.append(f"\n## `{module}`\n")
         lines.append("| benchmark | median | figures |")
         lines.append("| --- | --- | --- |")
+        tables = []
         for bench in benches:
             median_ms = bench["stats"]["median"] * 1e3
-            extra = ", ".join(f"{k} = {_figure(v)}" for k, v in bench.get("extra_info", {}).items())
+            figures = dict(bench.get("extra_info", {}))
+            table = figures.pop("table", None)
+            extra = ", ".join(f"{k} = {_figure(v)}" for k, v in figures.items())
             lines.append(f"| `{bench['name']}` | {median_ms:.3f} ms | {extra} |")
+            if table:
+                tables.append(render_table(bench["name"], table))
+        lines.extend(tables)
     return "\n".join(lines) + "\n"
+
+
+def render_table(name: str, table: dict[str, Any]) -> str:
+    """A benchmark's own table: its columns, then one line per row (``None`` shown as -)."""
+    columns = table["columns"]
+    lines = [f"\n### `{name}`\n", "| " + " | ".join(columns) + " |"]
+    lines.append("| " + " | ".join("---" for _ in columns) + " |")
+    for row in table["rows"]:
+        lines.append("| " + " | ".join("-" if v is None else _figure(v) for v in row) + " |")
+    return "\n".join(lines)
 
 
 def render_rows(title: str, column: str, rows: dict[str, dict[str, Any]]) -> str:

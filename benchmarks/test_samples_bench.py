@@ -3,6 +3,8 @@
 * capture overhead: ``onthefly.Trainer`` with the per-sample tracker on vs off (everything
   else equal), interleaved round by round, on the MLP and the ~2M-parameter CNN workloads of
   ``test_training_overhead.py``. Target: <= 1.02.
+* capture cost per path: the same, for a loss module (forward hook) and for an inline
+  ``F.cross_entropy`` (the step's TorchFunctionMode), both in the same custom step.
 * scan throughput: a scan of the MLP/CNN data vs a plain evaluation loop (eval, no_grad,
   forward + loss) over the same loader, same run. Target: ≥ 0.9.
 * export: 1,000,000 selected rows to Parquet. Target: ≤ 1 s.
@@ -90,6 +92,63 @@ def test_capture_overhead(benchmark: Any, work: Workload) -> None:
             "ms_per_step[tracking on]": medians["on"] * 1e3,
             "tracking_on/off": medians["on"] / medians["off"],
             "added_us_per_step": (medians["on"] - medians["off"]) * 1e6,
+        }
+    )
+
+
+CAPTURE_PATHS = ("attribute", "functional")
+"""How the loss reaches the capture: a loss module (forward hook), or ``F.cross_entropy``
+called inline in the step (seen by the step's TorchFunctionMode)."""
+PATH_ROUNDS = 3  # x 2 settings x 2 paths x 2 workloads: within the per-test timeout
+
+
+def _path_steps(work: Workload, path: str, track: bool) -> float:
+    torch.manual_seed(0)
+    model = work.make_model()
+    clock = _Clock()
+    trainer = onthefly.Trainer(
+        project="bench", max_steps=work.steps, progress_bar=False, callbacks=[clock],
+        quiet=True, port=0, track_samples=track,
+    )  # fmt: skip
+    # The same step on both paths; only the loss call differs.
+    loss_fn: Any = nn.CrossEntropyLoss() if path == "attribute" else F.cross_entropy
+
+    @trainer.training_step
+    def step(batch: Any, state: Any) -> dict[str, torch.Tensor]:
+        x, y = batch
+        loss = loss_fn(state.model(x), y)
+        state.optimizer.zero_grad(set_to_none=True)
+        state.backward(loss)
+        state.optimizer.step()
+        return {"loss": loss}
+
+    trainer.fit(model, torch.optim.Adam(model.parameters(), lr=1e-3), None, make_loader(work))
+    return (clock.end - clock.start) / clock.steps
+
+
+@pytest.mark.parametrize("path", CAPTURE_PATHS)
+@pytest.mark.parametrize("work", WORKLOADS, ids=[w.name for w in WORKLOADS])
+def test_capture_cost_per_path(benchmark: Any, work: Workload, path: str) -> None:
+    """Tracking on vs off, interleaved, for each way the loss reaches the capture."""
+    torch.set_num_threads(1)
+
+    def medians() -> dict[str, float]:
+        times: dict[bool, list[float]] = {False: [], True: []}
+        for _ in range(PATH_ROUNDS):
+            for track in (False, True):
+                times[track].append(_path_steps(work, path, track))
+        return {"off": statistics.median(times[False]), "on": statistics.median(times[True])}
+
+    short = Workload(work.name, work.make_model, work.features, work.classes,
+                              work.samples, work.batch_size, WARMUP + 2)  # fmt: skip
+    _path_steps(short, path, True)  # warm up imports and allocator
+    found = benchmark.pedantic(medians, rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        {
+            f"ms_per_step[{path}, tracking off]": found["off"] * 1e3,
+            f"ms_per_step[{path}, tracking on]": found["on"] * 1e3,
+            "tracking_on/off": found["on"] / found["off"],
+            "added_us_per_step": (found["on"] - found["off"]) * 1e6,
         }
     )
 

@@ -8,11 +8,13 @@ Each is an argument builder plus a call ``(client, args) -> (reply data, text re
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from onthefly import _resolve
-from onthefly.errors import ConfigurationError, OnTheFlyError
+from onthefly._cli_samples import criterion_arguments, criterion_of
+from onthefly.errors import CommandError, ConfigurationError, OnTheFlyError
 
 if TYPE_CHECKING:
     from onthefly.client import Client
@@ -36,6 +38,15 @@ def _numbers(text: str, kind: Callable[[str], Any], what: str) -> list[Any]:
         raise ConfigurationError(f"{what} {text!r}: expected comma-separated numbers") from None
 
 
+@contextmanager
+def _about(what: str) -> Iterator[None]:
+    """A refused command's error names what it was about: ``fork 'hard': ...``."""
+    try:
+        yield
+    except CommandError as exc:
+        raise CommandError(exc.code, f"{what}: {exc.message}") from None
+
+
 # ---------------------------------------------------------------------- fork
 
 
@@ -43,14 +54,7 @@ def fork_arguments(parser: argparse.ArgumentParser) -> None:
     chosen = parser.add_mutually_exclusive_group(required=True)
     chosen.add_argument("--selection", metavar="NAME", help="a named selection of the train split")
     chosen.add_argument("--indices", metavar="I,J,...", help="explicit dataset indices")
-    chosen.add_argument("--top", type=int, metavar="K", help="the K highest losses")
-    chosen.add_argument("--quantile", type=float, metavar="Q", help="losses >= the Q-quantile")
-    chosen.add_argument("--min", type=float, metavar="LOSS", help="losses >= LOSS")
-    chosen.add_argument("--region", choices=("easy", "ambiguous", "hard"), help="data-map region")
-    chosen.add_argument("--clusters", type=int, metavar="K", help="k-means into K clusters")
-    parser.add_argument("--max", type=float, metavar="LOSS", help="with --min: losses <= LOSS")
-    parser.add_argument("--cluster", type=int, default=0, metavar="C", help="(default 0)")
-    parser.add_argument("--fraction", type=float, default=1 / 3, metavar="F", help="of a region")
+    criterion_arguments(parser, chosen)
     parser.add_argument("--source", choices=("training", "scan"), help="data of a criterion")
     budget = parser.add_mutually_exclusive_group(required=True)
     budget.add_argument("--steps", type=int, metavar="N", help="train N optimizer steps")
@@ -60,10 +64,25 @@ def fork_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, metavar="N", help="(default: the run's)")
     parser.add_argument("--optimizer", choices=("fresh", "clone"), default="fresh")
     parser.add_argument("--adapter-rank", type=int, metavar="R", help="train rank-R adapters only")
+    parser.add_argument(
+        "--replay",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="share of batches from the rest of the training set (e.g. 0.5 for a narrow slice)",
+    )
 
 
 def fork(client: Client, args: argparse.Namespace) -> Rendered:
-    data = client.fork(
+    with _about(f"fork {args.name!r}" if args.name else "fork"):
+        data = _fork(client, args)
+    if data.get("status") == "failed":
+        raise OnTheFlyError(f"the fork {data['name']!r} failed: {data.get('message')}")
+    return data, lambda: render_fork(data)
+
+
+def _fork(client: Client, args: argparse.Namespace) -> dict[str, Any]:
+    return client.fork(
         steps=args.steps,
         epochs=args.epochs,
         name=args.name,
@@ -71,12 +90,10 @@ def fork(client: Client, args: argparse.Namespace) -> Rendered:
         batch_size=args.batch_size,
         optimizer=args.optimizer,
         adapter_rank=args.adapter_rank,
+        replay=args.replay,
         source=args.source,
         **_slice(args),
     )
-    if data.get("status") == "failed":
-        raise OnTheFlyError(f"the fork {data['name']!r} failed: {data.get('message')}")
-    return data, lambda: render_fork(data)
 
 
 def _slice(args: argparse.Namespace) -> dict[str, Any]:
@@ -84,15 +101,7 @@ def _slice(args: argparse.Namespace) -> dict[str, Any]:
         return {"selection": args.selection}
     if args.indices is not None:
         return {"indices": _numbers(args.indices, int, "--indices")}
-    if args.top is not None:
-        return {"top": args.top}
-    if args.quantile is not None:
-        return {"quantile": args.quantile}
-    if args.region is not None:
-        return {"region": args.region, "fraction": args.fraction}
-    if args.clusters is not None:
-        return {"clusters": args.clusters, "cluster": args.cluster}
-    return {"loss_min": args.min, "loss_max": args.max}
+    return criterion_of(args)
 
 
 def render_fork(data: dict[str, Any]) -> str:
@@ -103,7 +112,8 @@ def render_fork(data: dict[str, Any]) -> str:
         f"{data['duration']:.2f} s on {size} samples from step {data['parent_step']}"
     )
     loss = f"; slice loss {_number(data['parent_slice_loss'])} -> {_number(data['slice_loss'])}"
-    return head + (loss if data.get("slice_loss") is not None else "") + f" (run {data['run']})"
+    text = head + (loss if data.get("slice_loss") is not None else "") + f" (run {data['run']})"
+    return "\n".join([text, *(f"warning: {w}" for w in data.get("warnings") or ())])
 
 
 # ---------------------------------------------------------------------- forks
@@ -155,6 +165,12 @@ def compare_arguments(parser: argparse.ArgumentParser) -> None:
         help="the forks to compare (default: all); a first name that names a live session is RUN",
     )
     parser.add_argument("--rest-max", type=int, default=10_000, metavar="N", help="(default 10000)")
+    parser.add_argument(
+        "--no-baselines",
+        dest="baselines",
+        action="store_false",
+        help="skip the rows of the model trained on for each fork's budget",
+    )
     parser.set_defaults(run=None, forks=[])
 
 
@@ -169,10 +185,16 @@ def split_run(names: Sequence[str]) -> tuple[str | None, list[str]]:
 
 
 def compare(client: Client, args: argparse.Namespace) -> Rendered:
-    data = client.compare(*args.forks, rest_max=args.rest_max)
+    with _about("compare of " + (", ".join(repr(f) for f in args.forks) or "every fork")):
+        data = client.compare(*args.forks, rest_max=args.rest_max, baselines=args.baselines)
     if data.get("cancelled"):
         return data, lambda: "compare: cancelled"
-    return data, lambda: render_table(data["targets"], data["rows"], "model")
+
+    def text() -> str:
+        table = render_table(data["targets"], data["rows"], "model")
+        return "\n".join([table, *(f"note: {n}" for n in data.get("notes") or ())])
+
+    return data, text
 
 
 def render_table(
@@ -206,35 +228,65 @@ def merge_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--optimizer", choices=("keep", "reset"), default="keep")
     parser.add_argument("--steps", type=int, default=100, metavar="N", help="distill steps")
     parser.add_argument("--lr", type=float, help="distill learning rate (default: the run's)")
-    parser.add_argument("--temperature", type=float, default=2.0, help="distill temperature")
+    parser.add_argument("--temperature", type=float, help="distill temperature (default: grid)")
+    parser.add_argument("--strength", type=float, help="distill loss weight (default: grid)")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.0,
+        metavar="T",
+        help="apply only if validation (error rate, else loss) worsens by at most T (relative)",
+    )
+    parser.add_argument("--force", action="store_true", help="apply even if validation is worse")
 
 
 def merge(client: Client, args: argparse.Namespace) -> Rendered:
-    data = client.merge(
-        args.method,
-        _names(args.sources),
-        name=args.name,
-        weights=None if args.weights is None else _numbers(args.weights, float, "--weights"),
-        optimizer=args.optimizer,
-        steps=args.steps,
-        lr=args.lr,
-        temperature=args.temperature,
-    )
+    sources = _names(args.sources)
+    with _about(f"{args.method} merge of {', '.join(repr(s) for s in sources)}"):
+        data = client.merge(
+            args.method,
+            sources,
+            name=args.name,
+            weights=None if args.weights is None else _numbers(args.weights, float, "--weights"),
+            optimizer=args.optimizer,
+            steps=args.steps,
+            lr=args.lr,
+            temperature=args.temperature,
+            strength=args.strength,
+            tolerance=args.tolerance,
+            force=args.force,
+        )
     if data.get("cancelled"):
         return data, lambda: f"merge {data.get('name')!r}: cancelled"
     return data, lambda: render_merge(data)
 
 
 def render_merge(data: dict[str, Any]) -> str:
-    """The merge's head line, then its before/after table."""
+    """The merge's head line, what it chose, whether it was applied, its before/after table."""
     kept = f"; kept {', '.join(data['kept'])}" if data.get("kept") else ""
-    state = "kept" if data["optimizer"] == "keep" else "reset"
+    if data.get("applied", True):
+        state = "kept" if data["optimizer"] == "keep" else "reset"
+        tail = f"; optimizer state {state} (run {data['run']})"
+    else:
+        tail = ": NOT APPLIED"
     head = (
         f"merge {data['name']!r}: {data['method']} of the model at step {data['step']} and "
-        f"{', '.join(data['forks'])}{kept}; optimizer state {state} (run {data['run']})"
+        f"{', '.join(data['forks'])}{kept}{tail}"
     )
+    lines = [head]
+    if data.get("choice"):
+        chosen = ", ".join(f"{k} {_shown(v)}" for k, v in data["choice"].items())
+        lines.append(f"chosen on validation: {chosen} (best of {len(data.get('grid') or [])})")
+    if data.get("reason"):
+        lines.append(data["reason"])
     rows = [{"when": "before", **data["before"]}, {"when": "after", **data["after"]}]
-    return head + "\n" + render_table(data["targets"], rows, "when")
+    return "\n".join([*lines, render_table(data["targets"], rows, "when")])
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(_number(v) for v in value) + "]"
+    return _number(value)
 
 
 def discard(client: Client, args: argparse.Namespace) -> Rendered:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 Rendered = tuple[dict[str, Any], Callable[[], str]]
 SPLITS = ("train", "val", "test")
+REGIONS = ("easy", "ambiguous", "hard", "mislabeled")
 _BAR = 40
 _FORMATS = {".parquet": "parquet", ".csv": "csv", ".json": "json"}
 
@@ -99,6 +100,7 @@ def samples_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", metavar="FILE", help="export to FILE (.parquet, .csv or .json) instead of printing"
     )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out FILE")
 
 
 def samples(client: Client, args: argparse.Namespace) -> Rendered:
@@ -111,7 +113,7 @@ def samples(client: Client, args: argparse.Namespace) -> Rendered:
             raise ConfigurationError(
                 f"--out {args.out!r}: expected a .parquet, .csv or .json file name"
             )
-        data = client.export_selection(name, directory, fmt, file)
+        data = client.export_selection(name, directory, fmt, file, args.overwrite)
         return data, lambda: f"wrote {data['rows']} samples of {name!r} to {data['path']}"
     data = client.selection_rows(name, limit=args.top)
     return data, lambda: render_rows(data)
@@ -132,33 +134,98 @@ def render_rows(data: dict[str, Any]) -> str:
 def select_arguments(parser: argparse.ArgumentParser) -> None:
     _split(parser, "train")
     parser.add_argument("--name", help="the selection's name (default: from the criterion)")
-    criterion = parser.add_mutually_exclusive_group(required=True)
+    criterion_arguments(parser, parser.add_mutually_exclusive_group(required=True))
+
+
+def criterion_arguments(
+    parser: argparse.ArgumentParser, criterion: argparse._MutuallyExclusiveGroup
+) -> None:
+    """The criteria of ``select`` (also a fork's slice), exactly one of them in ``criterion``."""
     criterion.add_argument("--top", type=int, metavar="K", help="the K highest losses")
     criterion.add_argument("--quantile", type=float, metavar="Q", help="losses >= the Q-quantile")
     criterion.add_argument("--min", type=float, metavar="LOSS", help="losses >= LOSS")
     criterion.add_argument(
-        "--region", choices=("easy", "ambiguous", "hard"), help="a data-map region"
+        "--region", choices=REGIONS, help="a data-map region; mislabeled ranks by lowest confidence"
+    )
+    criterion.add_argument(
+        "--box",
+        type=box,
+        metavar="C0:C1,V0:V1",
+        help="a box on the data map: confidence in [C0, C1], variability in [V0, V1] (a bound "
+        "may be left empty: ':0.3,' is confidence <= 0.3)",
     )
     criterion.add_argument("--clusters", type=int, metavar="K", help="k-means into K clusters")
     parser.add_argument("--max", type=float, metavar="LOSS", help="with --min: losses <= LOSS")
     parser.add_argument("--cluster", type=int, default=0, metavar="C", help="(default 0)")
+    share = parser.add_mutually_exclusive_group()
+    share.add_argument(
+        "--fraction",
+        type=float,
+        metavar="F",
+        help="share of a region (default 1/3; mislabeled: its estimated count)",
+    )
+    share.add_argument("--size", type=int, metavar="N", help="exactly N samples of a region")
     parser.add_argument(
-        "--fraction", type=float, default=1 / 3, metavar="F", help="share of a region"
+        "--with-correctness",
+        action="store_true",
+        help="mislabeled: rank by the mean of confidence and correctness",
     )
 
 
-def select(client: Client, args: argparse.Namespace) -> Rendered:
+def box(text: str) -> dict[str, float | None]:
+    """``C0:C1,V0:V1`` as the four bounds of a data-map box (empty: open).
+
+    Raises:
+        argparse.ArgumentTypeError: not two ``LO:HI`` ranges of numbers.
+    """
+    fields: dict[str, float | None] = {}
+    ranges = text.split(",")
+    if len(ranges) == 1:
+        ranges.append(":")  # confidence only
+    try:
+        if len(ranges) != 2:
+            raise ValueError(text)
+        for axis, part in zip(("confidence", "variability"), ranges, strict=True):
+            low, colon, high = part.partition(":")
+            if not colon and part.strip():
+                raise ValueError(part)
+            fields[f"{axis}_min"] = float(low) if low.strip() else None
+            fields[f"{axis}_max"] = float(high) if high.strip() else None
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected C0:C1,V0:V1 (confidence and variability ranges, numbers in "
+            "[0, 1], any bound may be empty)"
+        ) from None
+    if all(value is None for value in fields.values()):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected at least one bound")
+    return fields
+
+
+def criterion_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The command fields of the criterion ``args`` give (:func:`criterion_arguments`).
+
+    Raises:
+        ConfigurationError: region options without ``--region``.
+    """
+    region_options = args.fraction is not None or args.size is not None or args.with_correctness
+    if args.region is None and region_options:
+        raise ConfigurationError("--fraction, --size and --with-correctness go with --region")
     if args.top is not None:
-        criterion: dict[str, Any] = {"top": args.top}
-    elif args.quantile is not None:
-        criterion = {"quantile": args.quantile}
-    elif args.region is not None:
-        criterion = {"region": args.region, "fraction": args.fraction}
-    elif args.clusters is not None:
-        criterion = {"clusters": args.clusters, "cluster": args.cluster}
-    else:
-        criterion = {"loss_min": args.min, "loss_max": args.max}
-    data = client.select(args.split, args.name, source=args.source, **criterion)
+        return {"top": args.top}
+    if args.quantile is not None:
+        return {"quantile": args.quantile}
+    if args.region is not None:
+        region = {"region": args.region, "fraction": args.fraction, "size": args.size}
+        return {**region, **({"with_correctness": True} if args.with_correctness else {})}
+    if args.box is not None:
+        return dict(args.box)
+    if args.clusters is not None:
+        return {"clusters": args.clusters, "cluster": args.cluster}
+    return {"loss_min": args.min, "loss_max": args.max}
+
+
+def select(client: Client, args: argparse.Namespace) -> Rendered:
+    data = client.select(args.split, args.name, source=args.source, **criterion_of(args))
     return (
         data,
         lambda: (

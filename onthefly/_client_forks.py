@@ -29,6 +29,7 @@ class ForkCommands:
         batch_size: int | None = None,
         optimizer: str = "fresh",
         adapter_rank: int | None = None,
+        replay: float = 0.0,
         source: str | None = None,
         **criterion: Any,
     ) -> dict[str, Any]:
@@ -45,13 +46,15 @@ class ForkCommands:
             optimizer: ``"fresh"`` (the run's optimizer class and settings, no state) or
                 ``"clone"`` (its state too).
             adapter_rank: train only low-rank adapters of this rank (for ``adapter`` merges).
+            replay: the share of batches drawn from the rest of the training set, in
+                ``[0, 1)``: a fork of a narrow slice (a few classes) then keeps the others.
             source: ``"training"`` or ``"scan"``: the data an inline criterion reads.
             **criterion: … or one criterion as in :meth:`select`: ``top=K``,
                 ``loss_min``/``loss_max``, ``quantile=Q``, ``region=...``, ``clusters=K``.
 
         Returns:
             The fork's record: ``name, run, status`` (``done``, ``cancelled`` or ``failed``),
-            ``steps, duration, slice_loss, parent_slice_loss, message``, …
+            ``steps, duration, slice_loss, parent_slice_loss, message, warnings``, …
 
         Example:
             >>> run.fork(selection="tail", steps=200, lr=1e-3)["slice_loss"]  # doctest: +SKIP
@@ -68,6 +71,7 @@ class ForkCommands:
             batch_size=batch_size,
             optimizer=optimizer,
             adapter_rank=adapter_rank,
+            replay=replay,
             source=source,
             **criterion,
         )
@@ -76,15 +80,21 @@ class ForkCommands:
         """The session's forks: ``{"forks": [{name, run, status, selection, budget, …}]}``."""
         return self._call("forks")
 
-    def compare(self, *forks: str, rest_max: int = 10_000) -> dict[str, Any]:
+    def compare(
+        self, *forks: str, rest_max: int = 10_000, baselines: bool = True
+    ) -> dict[str, Any]:
         """The current model and ``forks`` (default: every fork with weights) on each fork's
         slice, the rest of the training set and the validation set.
 
+        With ``baselines``, also copies of the current model trained for each fork's budget
+        on the whole training set (``continue-<steps>``) and with the fork's slice
+        oversampled (``oversample-<fork>``): what the same compute gives without a fork.
+
         Returns:
             ``{targets: [{name, kind, split, samples}], rows: [{model, run, kind, loss,
-            accuracy}]}`` with ``loss`` and ``accuracy`` aligned with ``targets``.
+            accuracy}], notes}`` with ``loss`` and ``accuracy`` aligned with ``targets``.
         """
-        return self._call("compare", forks=list(forks), rest_max=rest_max)
+        return self._call("compare", forks=list(forks), rest_max=rest_max, baselines=baselines)
 
     def merge(
         self,
@@ -96,24 +106,38 @@ class ForkCommands:
         optimizer: str = "keep",
         steps: int = 100,
         lr: float | None = None,
-        temperature: float = 2.0,
+        temperature: float | None = None,
+        strength: float | None = None,
+        tolerance: float = 0.0,
+        force: bool = False,
         rest_max: int = 10_000,
     ) -> dict[str, Any]:
         """Merge ``forks`` into the paused model; training resumes from the merged model.
+
+        The merge is scored on validation first: one that is worse than the paused model
+        beyond ``tolerance`` is reported (``applied: False``, ``reason``) and not applied
+        unless ``force``. Weights, temperature and strength left ``None`` are chosen on
+        validation from a small grid (the reply's ``choice`` and ``grid``).
 
         Args:
             method: ``soup``, ``greedy``, ``fisher``, ``distill`` or ``adapter``.
             forks: the forks' names.
             name: the merge's name (default ``merge-<n>``).
-            weights: ``soup``: one per model, the parent first; ``adapter``: one per fork.
+            weights: ``soup``: one per model, the parent first; ``adapter``: one per fork
+                (default: chosen on the grid).
             optimizer: ``"keep"`` the run's optimizer state, or ``"reset"`` it.
             steps: ``distill``: optimizer steps.
             lr: ``distill``: learning rate (default: the run's current one).
-            temperature: ``distill``: softmax temperature.
+            temperature: ``distill``: softmax temperature (default: chosen on the grid).
+            strength: ``distill``: weight of the distillation loss (default: on the grid).
+            tolerance: how much worse on validation (relative to the parent's error rate,
+                else its loss) an applied merge may be.
+            force: apply the merge even when it fails that check.
             rest_max: samples of the rest of the training set used by the report.
 
         Returns:
-            ``{name, run, method, forks, kept, optimizer, targets, before, after, …}``.
+            ``{name, run, applied, gate, reason, method, forks, kept, choice, grid,
+            optimizer, targets, before, after, …}``.
 
         Example:
             >>> run.merge("fisher", ["hard"])["after"]["loss"]  # doctest: +SKIP
@@ -129,6 +153,9 @@ class ForkCommands:
             steps=steps,
             lr=lr,
             temperature=temperature,
+            strength=strength,
+            tolerance=tolerance,
+            force=force,
             rest_max=rest_max,
         )
 

@@ -46,12 +46,16 @@ class SampleCommands:
         self, split: str = "train", name: str | None = None, **criterion: Any
     ) -> dict[str, Any]:
         """Make a named selection by one criterion: ``top=K``, ``loss_min``/``loss_max``,
-        ``quantile=Q``, ``region="easy"|"ambiguous"|"hard"`` (with ``fraction``), or
-        ``clusters=K`` (with ``cluster``); ``source`` picks the data.
+        ``quantile=Q``, ``region="easy"|"ambiguous"|"hard"|"mislabeled"`` (with ``fraction``
+        or ``size``; ``with_correctness=True`` for ``mislabeled``), a box on the data map
+        (``confidence_min``, ``confidence_max``, ``variability_min``, ``variability_max``),
+        or ``clusters=K`` (with ``cluster``); ``source`` picks the data.
 
         Example:
             >>> run.select(split="val", quantile=0.9, name="tail")["size"]  # doctest: +SKIP
             100
+            >>> run.select(region="mislabeled", name="suspects")["size"]  # doctest: +SKIP
+            151
         """
         return self._call("select", split=split, name=name, **criterion)
 
@@ -78,12 +82,23 @@ class SampleCommands:
         )
 
     def export_selection(
-        self, name: str, directory: str, format: str = "parquet", file: str | None = None
+        self,
+        name: str,
+        directory: str,
+        format: str = "parquet",
+        file: str | None = None,
+        overwrite: bool = False,
     ) -> dict[str, Any]:
         """Write the selection ``name`` to ``directory`` (absolute) as csv, parquet or json;
-        the reply holds the ``path``, ``rows`` and ``bytes`` written."""
+        the reply holds the ``path``, ``rows`` and ``bytes`` written. A file already there is
+        replaced only with ``overwrite`` (else ``file_error``)."""
         return self._call(
-            "export_selection", name=name, directory=directory, format=format, file=file
+            "export_selection",
+            name=name,
+            directory=directory,
+            format=format,
+            file=file,
+            overwrite=overwrite,
         )
 
     def data_map(self, split: str = "train", max_points: int = 20_000) -> dict[str, Any]:

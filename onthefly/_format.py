@@ -6,9 +6,10 @@ Pure functions from protocol data to strings; the CLI's ``--json`` output bypass
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from onthefly._resolve import name_of
 from onthefly.protocol import (
     Alert,
     Coalesced,
@@ -60,15 +61,14 @@ def sessions(found: list[SessionFile], where: str) -> str:
     """A table of live sessions, or a line saying there are none."""
     if not found:
         return f"no live sessions in {where}"
-    rows = [("PORT", "PID", "RUN", "STARTED")]
-    for s in found:
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started_at))
-        rows.append((str(s.port), str(s.pid), f"{s.project}/{s.run}", started))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3]
-        for row in rows
-    )
+    rows = [(str(s.port), str(s.pid), name_of(s), when(s.started_at), _kind(s)) for s in found]
+    return table(("PORT", "PID", "RUN", "STARTED", "KIND"), rows)
+
+
+def _kind(session: SessionFile) -> str:
+    if session.viewing is None:
+        return "training"
+    return f"view of {session.viewing.rsplit('/', 1)[-1]} (read-only)"
 
 
 def status(data: Mapping[str, Any]) -> str:
@@ -80,12 +80,95 @@ def status(data: Mapping[str, Any]) -> str:
     return text + (f"\n  alerts: {', '.join(raised)}" if raised else "")
 
 
+def when(timestamp: float) -> str:
+    """A UNIX time as a local date and time: ``2026-12-01 09:41:07``."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp))
+
+
+def size(count: float) -> str:
+    """A byte count: ``812 B``, ``3.4 KiB``, ``1.2 GiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Left-aligned columns two spaces apart; numbers as :func:`number` writes them."""
+    cells = [list(headers)] + [[c if isinstance(c, str) else number(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    )
+
+
 def reply(command: str, data: Mapping[str, Any]) -> str:
-    """``pause: paused at step 118, epoch 1`` plus any other reply fields as ``key=value``."""
+    """A command's reply as text: its own layout where it has one (``checkpoints``,
+    ``test``, ``export``, ...), else ``pause: paused at step 118, epoch 1`` plus any other
+    fields as ``key=value``."""
+    own = _REPLY_TEXT.get(command)
+    if own is not None:
+        return own(data)
     head = _where(data) or "ok"
     rest = {k: v for k, v in data.items() if k not in _WHERE}
     extra = " ".join(f"{k}={v if isinstance(v, str) else number(v)}" for k, v in rest.items())
     return f"{command}: {head}" + (f" ({extra})" if extra else "")
+
+
+def _checkpoints(data: Mapping[str, Any]) -> str:
+    entries = data.get("checkpoints") or []
+    bound = (
+        f"the ring keeps the last {data.get('capacity')} within {size(data['max_bytes'])}"
+        if "max_bytes" in data
+        else ""
+    )
+    if not entries:
+        return f"no checkpoints yet ({bound})" if bound else "no checkpoints yet"
+    rows = [
+        (e["id"], e["step"], e["epoch"], e["reason"], when(e["time"]), size(e["size"]))
+        for e in entries
+    ]
+    listing = table(("ID", "STEP", "EPOCH", "REASON", "SAVED", "SIZE"), rows)
+    return f"{listing}\n({bound}; load one with `onthefly restore ID`)" if bound else listing
+
+
+def _snapshot_entry(data: Mapping[str, Any]) -> str:
+    return (
+        f"snapshot: checkpoint {data['id']} at step {data['step']}, epoch {data['epoch']} "
+        f"({size(data['size'])}, {when(data['time'])})"
+    )
+
+
+def _test(data: Mapping[str, Any]) -> str:
+    head = f"test: {data.get('label')} at step {data.get('step')}"
+    if "duration" in data:
+        head += f" ({data['duration']:.2f} s)"
+    values = {"loss": data.get("loss"), **(data.get("metrics") or {})}
+    return head + "\n" + table(("METRIC", "VALUE"), list(values.items()))
+
+
+def _export(data: Mapping[str, Any]) -> str:
+    return (
+        f"export: wrote {data.get('path')} ({size(data.get('size') or 0)}) at step "
+        f"{data.get('step')}, epoch {data.get('epoch')}"
+    )
+
+
+def _stop(data: Mapping[str, Any]) -> str:
+    if data.get("stopping"):
+        return f"stop: stopping after step {data.get('step')}, epoch {data.get('epoch')}"
+    return f"stop: {_where(data)}"
+
+
+_REPLY_TEXT: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "checkpoints": _checkpoints,
+    "snapshot": _snapshot_entry,
+    "test": _test,
+    "export": _export,
+    "stop": _stop,
+}
 
 
 def health(data: Mapping[str, Any]) -> str:

@@ -2,20 +2,24 @@
 
 Each subcommand is one small function registered in :data:`SUBCOMMANDS`; adding one means
 writing the function and one table row. Exit codes: 0 ok, 1 the command failed (the session
-answered with an error or went away), 2 usage error or no reachable session, 130 Ctrl+C.
+answered with an error or went away), 2 usage error or no reachable session, 130 Ctrl+C,
+141 the reader of stdout went away (``onthefly watch | head``).
 Errors go to stderr as one line, never a traceback. Never imports torch.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onthefly import __version__, _cli_forks, _cli_samples, _format
+from onthefly._waiting import Waiting
 from onthefly.errors import (
     AmbiguousSession,
     AuthenticationError,
@@ -27,7 +31,7 @@ from onthefly.errors import (
 if TYPE_CHECKING:
     from onthefly.client import Client
 
-OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
+OK, FAILED, USAGE, INTERRUPTED, BROKEN_PIPE = 0, 1, 2, 130, 141
 _UNREACHABLE = (SessionNotFound, AmbiguousSession, AuthenticationError, ConfigurationError)
 
 
@@ -80,11 +84,28 @@ def _watch(args: argparse.Namespace) -> int:
     return OK
 
 
+SLOW = {
+    "compare": "evaluating the models in the training process",
+    "merge": "merging in the training process",
+    "scan": "evaluating every sample in the training process",
+    "fork": "training the fork in the training process",
+    "test": "testing in the training process",
+    "health": "checking in the training process",
+    "export": "writing the session file",
+}
+"""Subcommands that take seconds, and what the terminal shows while they wait."""
+
+
+def _waiting(args: argparse.Namespace) -> contextlib.AbstractContextManager[object]:
+    what = SLOW.get(args.command)
+    return contextlib.nullcontext() if what is None else Waiting(f"{args.command}: {what}")
+
+
 def _control(call: Callable[[Client, argparse.Namespace], dict[str, Any]]) -> Callable[..., int]:
     """A subcommand that sends one control command and prints its reply."""
 
     def run(args: argparse.Namespace) -> int:
-        with _client(args) as client:
+        with _client(args) as client, _waiting(args):
             data = call(client, args)
         _emit(args, data, lambda: _format.reply(args.command, data))
         return OK
@@ -109,7 +130,7 @@ HEALTH_CHECKS = (
     "throughput",
     "distribution",
 )
-HPARAMS = ("lr", "weight_decay", "momentum", "betas")
+HPARAMS = ("lr", "weight_decay", "momentum", "betas", "eps")
 
 
 def _health_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,7 +138,7 @@ def _health_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _health(args: argparse.Namespace) -> int:
-    with _client(args) as client:
+    with _client(args) as client, _waiting(args):
         data = client.health(args.check)
     _emit(args, data, lambda: _format.health(data))
     return OK
@@ -170,6 +191,11 @@ def _path_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", metavar="PATH", help="the session file (.otf)")
 
 
+def _export_arguments(parser: argparse.ArgumentParser) -> None:
+    _path_argument(parser)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing file")
+
+
 def _restore_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", metavar="ID", help="a checkpoint id from `checkpoints`")
 
@@ -219,7 +245,7 @@ def _rendered(
     """A subcommand whose call returns its reply and how to print it as text."""
 
     def run(args: argparse.Namespace) -> int:
-        with _client(args) as client:
+        with _client(args) as client, _waiting(args):
             data, text = call(client, args)
         _emit(args, data, text)
         return OK
@@ -265,15 +291,15 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
     ),
     Subcommand(
         "set",
-        "change lr, weight_decay, momentum or betas at the next boundary",
+        "change lr, weight_decay, momentum, betas or eps at the next boundary",
         _set,
         _set_arguments,
     ),
     Subcommand(
         "export",
-        "write the whole session to a .otf file",
-        _control(lambda c, a: c.export(a.path)),
-        _path_argument,
+        "write the whole session to a .otf file (an existing one only with --overwrite)",
+        _control(lambda c, a: c.export(a.path, a.overwrite)),
+        _export_arguments,
     ),
     Subcommand(
         "import",
@@ -398,6 +424,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("onthefly: interrupted", file=sys.stderr)
         return INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`onthefly watch | head`): nothing more to say, and Python's
+        # own flush of stdout at exit must not fail on the closed pipe either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
     except _UNREACHABLE as exc:
         print(f"onthefly: {exc}", file=sys.stderr)
         return USAGE

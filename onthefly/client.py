@@ -172,8 +172,12 @@ class Client(SampleCommands, ForkCommands):
         betas: tuple[float, float] | None = None,
         group: int | None = None,
         optimizer: int = 0,
+        eps: float | None = None,
     ) -> dict[str, Any]:
         """Change optimizer hyperparameters at the next boundary (the ``set`` command).
+
+        Each value is checked against the parameters' dtype and tried on a copy of the
+        optimizer's step before anything changes.
 
         Args:
             lr: new learning rate (> 0); a scheduler keeps it.
@@ -182,9 +186,13 @@ class Client(SampleCommands, ForkCommands):
             betas: new Adam-style betas, each in [0, 1).
             group: the param group to change; ``None`` changes every group.
             optimizer: which optimizer of the run.
+            eps: new epsilon of Adam-style optimizers (>= 0).
 
         Returns:
             ``{step, changes: [{step, optimizer, group, name, old, new}]}``.
+
+        Raises:
+            CommandError: ``unsupported`` for a value the run cannot take (nothing changed).
 
         Example:
             >>> run.set_hparams(lr=1e-4, group=0)["changes"][0]["old"]  # doctest: +SKIP
@@ -196,21 +204,27 @@ class Client(SampleCommands, ForkCommands):
             weight_decay=weight_decay,
             momentum=momentum,
             betas=betas,
+            eps=eps,
             group=group,
             optimizer=optimizer,
         )
 
-    def export(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+    def export(self, path: str | os.PathLike[str], overwrite: bool = False) -> dict[str, Any]:
         """Write the whole session to a ``.otf`` file at the next boundary.
 
         Args:
             path: the file, resolved against this process's directory (``.otf`` is appended
                 when missing); its directory must exist.
+            overwrite: replace a file already there (else the export is refused).
 
         Returns:
             ``{"path", "size", "step", "epoch"}`` of the written file.
+
+        Raises:
+            CommandError: ``file_error`` when the file exists (without ``overwrite``) or
+                cannot be written.
         """
-        return self._call("export", path=os.path.abspath(os.fspath(path)))
+        return self._call("export", path=os.path.abspath(os.fspath(path)), overwrite=overwrite)
 
     def load_session(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         """Load a session file's model, optimizer, scheduler and scaler state into the paused

@@ -12,6 +12,8 @@ Hierarchy::
     ├── SessionFileError     a session file (``.otf``) that cannot be read or does not fit
     └── DistributedError     the ranks of a distributed run can no longer work together
 
+    Terminated               (a BaseException, as KeyboardInterrupt) the process got SIGTERM
+
 Every message says what was wrong and what was expected.
 """
 
@@ -72,3 +74,23 @@ class DistributedError(OnTheFlyError):
     died, hung past the timeout, or the launcher ended the job. The message names the rank,
     the operation, the time waited and the timeout.
     """
+
+
+class Terminated(BaseException):
+    """The process received SIGTERM during a run (``docker stop``, systemd, SLURM, ``kill``).
+
+    Raised in the training thread as Ctrl+C raises ``KeyboardInterrupt``, so the run unwinds
+    the same way: callbacks clean up, the session's discovery file and temporary folder go.
+    Left uncaught, the process then ends by SIGTERM, as it would have without OnTheFly. A
+    ``BaseException``, so that ``except Exception`` does not swallow it.
+
+    Attributes:
+        signum: the signal's number.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(
+            f"received signal {signum} (SIGTERM): the run was stopped; its session was closed "
+            "and its temporary files removed"
+        )
+        self.signum = signum

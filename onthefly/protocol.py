@@ -27,6 +27,10 @@ PROTOCOL_VERSION: Final = 1
 MAX_FRAME_BYTES = 1 << 20
 """Largest client frame the server accepts (1 MiB); larger ones get ``frame_too_large``."""
 
+FILE_EXISTS: Final = "exists; expected a new file name, or overwrite to replace it"
+"""What a ``file_error`` refusing an export onto an existing file says (after the path), so
+that a client can offer to replace it."""
+
 RunState = Literal["running", "paused", "testing", "finished"]
 Split = Literal["train", "val", "test"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
@@ -37,7 +41,7 @@ HealthCheck = Literal[
     "determinism", "gradients", "instability", "activations", "throughput", "distribution"
 ]
 Severity = Literal["info", "warning", "error"]
-HparamName = Literal["lr", "weight_decay", "momentum", "betas"]
+HparamName = Literal["lr", "weight_decay", "momentum", "betas", "eps"]
 HparamValue = float | list[float]
 SampleSource = Literal["training", "scan"]
 """Per-sample data of a split: the running training statistics, or the latest scan."""
@@ -59,7 +63,7 @@ ErrorCode = Literal[
     "busy",  # another command of the same kind is still running
     "session_closed",  # the run ended before the command could take effect
     "unsupported",  # valid, but this run cannot do it (e.g. no test loader)
-    "file_error",  # a session file could not be written or read (the message says why)
+    "file_error",  # a file could not be written or read, or exists (the message says why)
     "internal",  # a bug: the message says what failed, never a traceback
 ]
 
@@ -95,6 +99,15 @@ class Series(Message):
     steps: list[int]
     values: list[float | None]
     decimated: bool = False
+
+    @model_validator(mode="after")
+    def _one_value_per_step(self) -> Series:
+        if len(self.steps) != len(self.values):
+            raise ValueError(
+                f"{len(self.steps)} steps and {len(self.values)} values; expected one value "
+                "per step"
+            )
+        return self
 
 
 class LogRecord(Message):
@@ -270,6 +283,30 @@ class HparamChange(EventBase):
     new: HparamValue
 
 
+class RolledBack(Message):
+    """One hyperparameter of one param group an ``hparam_error`` put back."""
+
+    group: int
+    name: HparamName
+    restored: HparamValue | None
+    """The value before the edit, in force again."""
+    rejected: HparamValue
+    """The edit's value, under which the optimizer failed."""
+
+
+class HparamError(EventBase):
+    """An accepted ``set`` under which the optimizer's next step failed: the edit was rolled
+    back, that step's update not applied, and the run paused (its ``status`` says why)."""
+
+    type: Literal["hparam_error"] = "hparam_error"
+    step: int
+    """The step whose update failed."""
+    optimizer: int
+    message: str
+    """What the optimizer raised."""
+    rolled_back: list[RolledBack]
+
+
 class ScanProgress(EventBase):
     """Progress of a ``scan``: ``running`` while it goes, then ``done`` or ``cancelled``."""
 
@@ -396,6 +433,7 @@ EventModel = (
     | TestResult
     | HealthResult
     | HparamChange
+    | HparamError
     | ScanProgress
     | ForkProgress
     | LineageChanged
@@ -480,6 +518,7 @@ ServerMessage = Annotated[
     | TestResult
     | HealthResult
     | HparamChange
+    | HparamError
     | ScanProgress
     | ForkProgress
     | LineageChanged
@@ -576,7 +615,9 @@ class SetHparams(CommandBase):
     """Change optimizer hyperparameters at the next boundary (every group unless ``group``).
 
     Each change is published as an ``hparam_change`` event; a scheduler keeps it (its base
-    values are rescaled).
+    values are rescaled). Values are checked against the parameters' dtype before anything
+    changes (``unsupported`` otherwise); should the optimizer still fail under an accepted
+    edit, the edit is rolled back and the run paused (``hparam_error``).
     """
 
     type: Literal["set"] = "set"
@@ -584,14 +625,15 @@ class SetHparams(CommandBase):
     weight_decay: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     momentum: float | None = Field(default=None, ge=0, lt=1)
     betas: tuple[Beta, Beta] | None = None
+    eps: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     group: int | None = Field(default=None, ge=0)
     optimizer: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _something_to_set(self) -> SetHparams:
-        values = (self.lr, self.weight_decay, self.momentum, self.betas)
+        values = (self.lr, self.weight_decay, self.momentum, self.betas, self.eps)
         if all(value is None for value in values):
-            raise ValueError("nothing to set; expected lr, weight_decay, momentum or betas")
+            raise ValueError("nothing to set; expected lr, weight_decay, momentum, betas or eps")
         return self
 
 
@@ -600,10 +642,14 @@ SessionPath = Annotated[str, Field(min_length=1, max_length=4096)]
 
 
 class Export(CommandBase):
-    """Write the whole session to a ``.otf`` file at the next boundary (see docs/sessions.md)."""
+    """Write the whole session to a ``.otf`` file at the next boundary (see docs/sessions.md).
+
+    A file already at ``path`` is refused (``file_error``) unless ``overwrite``.
+    """
 
     type: Literal["export"] = "export"
     path: SessionPath
+    overwrite: bool = False
 
 
 class Import(CommandBase):
@@ -674,35 +720,66 @@ class Quantiles(SampleQuery):
 
 
 class Criteria(Message):
-    """The criteria that choose samples by their loss (``select``, ``fork``)."""
+    """The criteria that choose samples by their loss or their place on the data map
+    (``select``, ``fork``)."""
 
     top: int | None = Field(default=None, ge=1)
     loss_min: FiniteFloat | None = None
     loss_max: FiniteFloat | None = None
     quantile: float | None = Field(default=None, gt=0, lt=1)
     """Samples whose loss is at or above this quantile."""
-    region: Literal["easy", "ambiguous", "hard"] | None = None
-    fraction: float = Field(default=1 / 3, gt=0, le=1)
-    """Share of the samples a data-map region takes."""
+    region: Literal["easy", "ambiguous", "hard", "mislabeled"] | None = None
+    """A data-map region (docs/per-sample.md): a ranking by confidence or variability."""
+    fraction: float | None = Field(default=None, gt=0, le=1)
+    """Share of the samples a region takes (default 1/3; ``mislabeled``: the estimated
+    number of mislabeled samples)."""
+    size: int | None = Field(default=None, ge=1)
+    """Instead of ``fraction``: exactly this many samples of the region's ranking."""
+    with_correctness: bool = False
+    """``mislabeled``: rank by the mean of confidence and correctness."""
+    confidence_min: float | None = Field(default=None, ge=0, le=1)
+    confidence_max: float | None = Field(default=None, ge=0, le=1)
+    variability_min: float | None = Field(default=None, ge=0, le=1)
+    variability_max: float | None = Field(default=None, ge=0, le=1)
+    """A box on the data map: samples within these bounds (any of the four may be open)."""
     clusters: int | None = Field(default=None, ge=2, le=100)
     """k of a k-means over per-sample features; ``cluster`` picks one (0: highest loss)."""
     cluster: int = Field(default=0, ge=0)
 
+    def box_given(self) -> bool:
+        """Whether a bound of a data-map box is set."""
+        bounds = (self.confidence_min, self.confidence_max)
+        return any(b is not None for b in (*bounds, self.variability_min, self.variability_max))
+
     def criteria_given(self) -> int:
-        """How many criteria are set (a loss range counts once)."""
+        """How many criteria are set (a loss range or a box counts once)."""
         given = [
             self.top is not None,
             self.loss_min is not None or self.loss_max is not None,
             self.quantile is not None,
             self.region is not None,
+            self.box_given(),
             self.clusters is not None,
         ]
         return sum(given)
 
+    def region_problem(self) -> str | None:
+        """What is wrong with the region options, if anything."""
+        if self.region is None and (
+            self.fraction is not None or self.size is not None or self.with_correctness
+        ):
+            return "fraction, size and with_correctness apply to a region; expected region too"
+        if self.fraction is not None and self.size is not None:
+            return "a region takes a fraction or a size; expected one of them"
+        if self.with_correctness and self.region != "mislabeled":
+            return "with_correctness applies to the 'mislabeled' region only"
+        return None
+
 
 class Select(SampleQuery, Criteria):
     """Make a named selection of samples by exactly one criterion: ``top``, a loss range
-    (``loss_min`` / ``loss_max``), ``quantile``, ``region`` or ``clusters``."""
+    (``loss_min`` / ``loss_max``), ``quantile``, ``region``, a data-map box
+    (``confidence_min`` … ``variability_max``) or ``clusters``."""
 
     type: Literal["select"] = "select"
     name: SelectionName | None = None
@@ -711,9 +788,12 @@ class Select(SampleQuery, Criteria):
     def _one_criterion(self) -> Select:
         if self.criteria_given() != 1:
             raise ValueError(
-                "expected exactly one criterion: top, loss_min/loss_max, quantile, region or "
-                "clusters"
+                "expected exactly one criterion: top, loss_min/loss_max, quantile, region, a "
+                "box (confidence_min/_max, variability_min/_max) or clusters"
             )
+        problem = self.region_problem()
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 
@@ -746,6 +826,8 @@ class ExportSelection(CommandBase):
     """An absolute path to an existing folder."""
     file: str | None = Field(default=None, min_length=1, max_length=255)
     """A bare file name (no folder part)."""
+    overwrite: bool = False
+    """Replace a file already there (else it is refused: ``file_error``)."""
 
 
 class DataMap(CommandBase):
@@ -806,6 +888,9 @@ class Fork(Criteria, CommandBase):
     of its state too (moments, step counts)."""
     adapter_rank: int | None = Field(default=None, ge=1, le=65_536)
     """Train only low-rank adapters of this rank on the Linear layers (for ``adapter`` merges)."""
+    replay: float = Field(default=0.0, ge=0, lt=1)
+    """The share of the fork's batches drawn from the rest of the training set (so that a
+    specialist of a narrow slice does not forget the other classes); 0: the slice only."""
 
     @model_validator(mode="after")
     def _one_slice_one_budget(self) -> Fork:
@@ -813,8 +898,11 @@ class Fork(Criteria, CommandBase):
         if sum(slices) != 1 or self.criteria_given() > 1:
             raise ValueError(
                 "expected exactly one slice: selection, indices, or one criterion (top, "
-                "loss_min/loss_max, quantile, region or clusters)"
+                "loss_min/loss_max, quantile, region, a box or clusters)"
             )
+        problem = self.region_problem()
+        if problem is not None:
+            raise ValueError(problem)
         if (self.steps is None) == (self.epochs is None):
             raise ValueError("expected exactly one budget: steps or epochs")
         if self.adapter_rank is not None and self.optimizer == "clone":
@@ -840,6 +928,9 @@ class Compare(CommandBase):
     rest_max: int = Field(default=10_000, ge=1, le=100_000_000)
     """The rest of the training set is evaluated on at most this many samples (a fixed
     random sample)."""
+    baselines: bool = True
+    """Add the rows a fork must beat: copies of the model trained on for each fork's budget,
+    plainly (``continue-<steps>``) and with its slice oversampled (``oversample-<fork>``)."""
 
 
 class Merge(CommandBase):
@@ -854,23 +945,34 @@ class Merge(CommandBase):
     """Default ``merge-<n>``."""
     weights: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | None = None
     """``soup``: one weight per model (the parent first, then ``forks``); ``adapter``: one per
-    fork (default 1 each)."""
+    fork. Default: chosen on validation from a small grid (docs/forks.md)."""
     optimizer: Literal["keep", "reset"] = "keep"
     """The run's optimizer state after the merge: kept as it is, or emptied."""
     steps: int = Field(default=100, ge=1, le=1_000_000)
     """``distill``: optimizer steps."""
     lr: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """``distill``: learning rate (default: the run's current one)."""
-    temperature: float = Field(default=2.0, gt=0, allow_inf_nan=False)
-    """``distill``: softmax temperature."""
+    temperature: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """``distill``: softmax temperature (default: chosen on validation from a grid)."""
+    strength: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """``distill``: the weight of the distillation loss (default: chosen with the
+    temperature)."""
+    tolerance: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    """How much worse than the parent's on validation (relative to its error rate for class
+    targets, else its loss) the merge may be and still be applied."""
+    force: bool = False
+    """Apply the merge even when it is worse than the parent beyond ``tolerance``."""
     rest_max: int = Field(default=10_000, ge=1, le=100_000_000)
     """Samples of the rest of the training set used by the report (and by ``fisher`` and
     ``distill``)."""
 
     @model_validator(mode="after")
-    def _weights_apply(self) -> Merge:
+    def _options_apply(self) -> Merge:
         if self.weights is not None and self.method not in ("soup", "adapter"):
             raise ValueError(f"weights apply to soup and adapter merges, not {self.method!r}")
+        distilling = self.temperature is not None or self.strength is not None
+        if distilling and self.method != "distill":
+            raise ValueError(f"temperature and strength apply to distill, not {self.method!r}")
         return self
 
 

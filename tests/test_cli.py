@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from subprocess import Popen
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 
 from onthefly.cli import SUBCOMMANDS, main
+from onthefly.server.session_server import SessionServer
+from tests import interruptible
 from tests.live_session import Training, live_session, session_file
 
 
@@ -30,13 +33,23 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
-def _cli(*argv: str, python_flags: tuple[str, ...] = (), stderr: Any = None) -> Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, *python_flags, "-m", "onthefly", *argv],
+@contextmanager
+def _cli(
+    *argv: str, python_flags: tuple[str, ...] = (), stderr: Any = None
+) -> Iterator[Popen[str]]:
+    """``onthefly ARGV`` as a subprocess, killed and its pipes closed on the way out."""
+    # Through tests.interruptible: a test may Ctrl+C it, also when the suite ignores SIGINT.
+    with subprocess.Popen(
+        interruptible.command("-m", "onthefly", *argv, python_flags=python_flags),
+        cwd=interruptible.ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE if stderr is None else stderr,
         text=True,
-    )
+    ) as process:
+        try:
+            yield process
+        finally:
+            process.kill()
 
 
 def _wait_for_step(training: Training, capsys: pytest.CaptureFixture[str], step: int) -> None:
@@ -98,7 +111,11 @@ def test_pause_resume_stop_print_the_step_they_took_effect(
 
 def test_test_with_label(training: Training, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "test", "--label", "warm")
-    assert code == 0 and out == "test: warm at step 0 (loss=0.25)\n"
+    assert code == 0 and out.splitlines()[0] == "test: warm at step 0"
+    assert [line.split() for line in out.splitlines()[1:]] == [
+        ["METRIC", "VALUE"],
+        ["loss", "0.25"],
+    ]
     code, out, _ = _run(capsys, "test", "--json")
     assert json.loads(out) == {"label": "test_2", "step": 0, "loss": 0.25}
 
@@ -134,8 +151,41 @@ def test_ambiguous_run_exits_2_listing_candidates(capsys: pytest.CaptureFixture[
     with live_session("mnist", "baseline"), live_session("cifar", "baseline"):
         code, _, err = _run(capsys, "status", "baseline")
         assert code == 2
-        assert "mnist/baseline" in err and "cifar/baseline" in err and "PROJECT/RUN" in err
+        assert "mnist/baseline" in err and "cifar/baseline" in err
+        assert err.endswith("name one of them: mnist/baseline, cifar/baseline\n")
         assert _run(capsys, "status", "cifar/baseline")[0] == 0
+
+
+def test_runs_sharing_a_name_are_named_by_their_ports(capsys: pytest.CaptureFixture[str]) -> None:
+    with live_session("demo", "cnn") as first, live_session("demo", "cnn") as second:
+        code, _, err = _run(capsys, "status", "demo/cnn")
+        ports = (first.server.port, second.server.port)
+        assert code == 2 and err.endswith(f"name one of them: {ports[0]}, {ports[1]}\n"), err
+        assert _run(capsys, "status", str(ports[1]))[0] == 0
+
+
+def test_a_view_and_the_training_run_it_came_from_are_told_apart(
+    training: Training, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A read-only server of the same project/run, as `onthefly view` of its export starts.
+    with SessionServer(
+        "mnist", "baseline", port=0, quiet=True, viewing="/tmp/exports/run.otf", read_only="no"
+    ) as view:
+        code, out, _ = _run(capsys, "runs")
+        rows = [line.split() for line in out.splitlines()]
+        assert rows[0] == ["PORT", "PID", "RUN", "STARTED", "KIND"]
+        kinds = {row[0]: (row[2], " ".join(row[5:])) for row in rows[1:]}
+        assert kinds == {
+            str(training.server.port): ("mnist/baseline", "training"),
+            str(view.port): ("view:mnist/baseline", "view of run.otf (read-only)"),
+        }
+        # The plain name is the training run; the view has its own name.
+        status = json.loads(_run(capsys, "status", "mnist/baseline", "--json")[1])
+        assert status["run"] == training.run and status["state"] == "running"
+        code, out, _ = _run(capsys, "status", "view:mnist/baseline", "--json")
+        assert code == 0 and json.loads(out)["run"] == view.main_run
+        listed = json.loads(_run(capsys, "runs", "--json")[1])
+        assert sorted(s["viewing"] or "" for s in listed) == ["", "/tmp/exports/run.otf"]
 
 
 def test_refused_token_exits_2(training: Training, capsys: pytest.CaptureFixture[str]) -> None:
@@ -177,16 +227,13 @@ def test_watch_streams_json_lines_until_the_run_finishes_without_importing_torch
     training.train(2)
     # The import trace goes to a file: a full stderr pipe would block the CLI.
     trace = (tmp_path / "importtime.txt").open("w+")
-    process = _cli("watch", "--json", python_flags=("-X", "importtime"), stderr=trace)
-    try:
+    with _cli("watch", "--json", python_flags=("-X", "importtime"), stderr=trace) as process:
         assert process.stdout is not None
         first = json.loads(process.stdout.readline())
         assert first["type"] == "snapshot"
         training.train(30)
         training.finish()
         out, _ = process.communicate(timeout=60)
-    finally:
-        process.kill()
     trace.seek(0)
     err = trace.read()
     trace.close()
@@ -201,15 +248,12 @@ def test_watch_streams_json_lines_until_the_run_finishes_without_importing_torch
 
 
 def test_watch_text_is_one_line_per_event(training: Training) -> None:
-    process = _cli("watch")
-    try:
+    with _cli("watch") as process:
         assert process.stdout is not None
         assert process.stdout.readline().startswith("snapshot    seq ")
         training.train(1)
         training.finish()
         out, _ = process.communicate(timeout=60)
-    finally:
-        process.kill()
     assert out.splitlines() == [
         "metrics     baseline: train step 1: loss=1 acc=n/a",
         "status      baseline: finished at step 1, epoch 0 (max_steps reached)",
@@ -217,27 +261,37 @@ def test_watch_text_is_one_line_per_event(training: Training) -> None:
 
 
 def test_ctrl_c_during_watch_exits_130_without_traceback(training: Training) -> None:
-    process = _cli("watch")
-    try:
+    with _cli("watch") as process:
         assert process.stdout is not None
         assert process.stdout.readline().startswith("snapshot")
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
-    finally:
-        process.kill()
     assert process.returncode == 130
     assert err == "onthefly: interrupted\n"
 
 
+def test_watch_into_a_closed_pipe_ends_quietly(training: Training) -> None:
+    # `onthefly watch | head -1`: the reader leaves after one line.
+    with _cli("watch") as process:
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.readline().startswith("snapshot")
+        process.stdout.close()
+        for _ in range(50):  # enough lines to fill the pipe's buffer if it were still read
+            training.train(20)
+            if process.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert process.wait(timeout=60) == 141
+        err = process.stderr.read()
+    assert err == "", err
+
+
 def test_session_gone_mid_command_exits_1(training: Training) -> None:
     training.hold = True
-    process = _cli("pause")
-    try:
+    with _cli("pause") as process:
         assert training.got_command.wait(30)
         training.server.close()
         out, err = process.communicate(timeout=60)
-    finally:
-        process.kill()
     assert (process.returncode, out) == (1, "")
     assert "did not take effect" in err and "Traceback" not in err
 

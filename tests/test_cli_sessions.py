@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -24,10 +26,39 @@ def test_export_checkpoints_restore_import(
         assert run_cli(capsys, "pause", run)[0] == 0
         code, out = run_cli(capsys, "export", run, str(tmp_path / "cli"), "--json")
         assert code == 0 and json.loads(out)["path"] == str(tmp_path / "cli.otf")
+        code, out = run_cli(capsys, "export", run, str(tmp_path / "again"))
+        assert re.fullmatch(
+            rf"export: wrote {re.escape(str(tmp_path / 'again.otf'))} \(\d+\.\d (KiB|MiB)\) "
+            r"at step \d+, epoch \d+\n",
+            out,
+        ), out
         code, out = run_cli(capsys, "snapshot", run, "--json")
         assert code == 0 and json.loads(out)["id"] == "c2"
         code, out = run_cli(capsys, "checkpoints", run, "--json")
-        assert [e["reason"] for e in json.loads(out)["checkpoints"]] == ["pause", "request"]
+        entries = json.loads(out)["checkpoints"]
+        assert [e["reason"] for e in entries] == ["pause", "request"]
+        # As text: a table, times as local date-times, sizes in units; no Python dict.
+        code, out = run_cli(capsys, "checkpoints", run)
+        lines = out.splitlines()
+        assert lines[0].split() == ["ID", "STEP", "EPOCH", "REASON", "SAVED", "SIZE"]
+        for line, entry in zip(lines[1:3], entries, strict=True):
+            cells = line.split()
+            assert cells[:4] == [
+                entry["id"],
+                str(entry["step"]),
+                str(entry["epoch"]),
+                entry["reason"],
+            ]
+            saved = datetime.strptime(" ".join(cells[4:6]), "%Y-%m-%d %H:%M:%S")
+            assert abs(saved.timestamp() - entry["time"]) < 1
+            assert cells[7] in ("B", "KiB", "MiB")
+        assert "onthefly restore ID" in lines[3] and "{" not in out
+        code, out = run_cli(capsys, "snapshot", run)
+        assert re.fullmatch(
+            r"snapshot: checkpoint c3 at step \d+, epoch \d+ \(\d+\.\d (KiB|MiB), "
+            r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\)\n",
+            out,
+        ), out
         assert run_cli(capsys, "restore", run, "c1")[0] == 0
         assert run_cli(capsys, "import", run, str(tmp_path / "cli.otf"))[0] == 0
         assert run_cli(capsys, "restore", run, "nope")[0] == 1

@@ -23,6 +23,7 @@ from onthefly.protocol import CLIENT_COMMAND, CONTROL_COMMANDS, FORK_COMMANDS
             {"top": 5, "steps": 5, "optimizer": "clone", "adapter_rank": 4},
             "cannot go with adapter_rank",
         ),
+        ({"region": "hard", "size": 3, "fraction": 0.2, "steps": 5}, "a fraction or a size"),
     ],
 )
 def test_a_fork_takes_one_slice_and_one_budget(fields: dict[str, Any], problem: str) -> None:
@@ -47,3 +48,14 @@ def test_merge_weights_only_for_soups_and_adapters(method: str) -> None:
 
 def test_fork_commands_run_on_the_training_thread() -> None:
     assert FORK_COMMANDS <= CONTROL_COMMANDS
+
+
+@pytest.mark.parametrize(
+    ("method", "fields"),
+    [("soup", {"temperature": 2.0}), ("adapter", {"strength": 0.5}), ("fisher", {"weights": [1]})],
+)
+def test_merge_options_apply_to_their_methods(method: str, fields: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match="apply to"):
+        CLIENT_COMMAND.validate_python(
+            {"type": "merge", "id": "1", "method": method, "forks": ["a"], **fields}
+        )

@@ -58,6 +58,7 @@ export type ServerMessage =
   | TestResult
   | HealthResult
   | HparamChange
+  | HparamError
   | ScanProgress
   | ForkProgress
   | LineageChanged
@@ -115,6 +116,7 @@ export interface Batch {
     | TestResult
     | HealthResult
     | HparamChange
+    | HparamError
     | ScanProgress
     | ForkProgress
     | LineageChanged
@@ -339,7 +341,7 @@ export interface Finding {
  */
 export interface HparamChange {
   group: number;
-  name: 'lr' | 'weight_decay' | 'momentum' | 'betas';
+  name: 'lr' | 'weight_decay' | 'momentum' | 'betas' | 'eps';
   new: number | number[];
   old: number | number[] | null;
   optimizer: number;
@@ -350,6 +352,37 @@ export interface HparamChange {
   time: number;
   type: 'hparam_change';
   v: 1;
+}
+/**
+ * An accepted ``set`` under which the optimizer's next step failed: the edit was rolled
+ * back, that step's update not applied, and the run paused (its ``status`` says why).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "HparamError".
+ */
+export interface HparamError {
+  message: string;
+  optimizer: number;
+  rolled_back: RolledBack[];
+  run: string;
+  seq: number;
+  session: string;
+  step: number;
+  time: number;
+  type: 'hparam_error';
+  v: 1;
+}
+/**
+ * One hyperparameter of one param group an ``hparam_error`` put back.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "RolledBack".
+ */
+export interface RolledBack {
+  group: number;
+  name: 'lr' | 'weight_decay' | 'momentum' | 'betas' | 'eps';
+  rejected: number | number[];
+  restored: number | number[] | null;
 }
 /**
  * Progress of a ``scan``: ``running`` while it goes, then ``done`` or ``cancelled``.
@@ -641,13 +674,16 @@ export interface RunHealth {
  * Change optimizer hyperparameters at the next boundary (every group unless ``group``).
  *
  * Each change is published as an ``hparam_change`` event; a scheduler keeps it (its base
- * values are rescaled).
+ * values are rescaled). Values are checked against the parameters' dtype before anything
+ * changes (``unsupported`` otherwise); should the optimizer still fail under an accepted
+ * edit, the edit is rolled back and the run paused (``hparam_error``).
  *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "SetHparams".
  */
 export interface SetHparams {
   betas?: [unknown, unknown] | null;
+  eps?: number | null;
   group?: number | null;
   id: string;
   lr?: number | null;
@@ -660,11 +696,14 @@ export interface SetHparams {
 /**
  * Write the whole session to a ``.otf`` file at the next boundary (see docs/sessions.md).
  *
+ * A file already at ``path`` is refused (``file_error``) unless ``overwrite``.
+ *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "Export".
  */
 export interface Export {
   id: string;
+  overwrite?: boolean;
   path: string;
   run?: string | null;
   type: 'export';
@@ -754,7 +793,8 @@ export interface Quantiles {
 }
 /**
  * Make a named selection of samples by exactly one criterion: ``top``, a loss range
- * (``loss_min`` / ``loss_max``), ``quantile``, ``region`` or ``clusters``.
+ * (``loss_min`` / ``loss_max``), ``quantile``, ``region``, a data-map box
+ * (``confidence_min`` … ``variability_max``) or ``clusters``.
  *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "Select".
@@ -762,18 +802,24 @@ export interface Quantiles {
 export interface Select {
   cluster?: number;
   clusters?: number | null;
-  fraction?: number;
+  confidence_max?: number | null;
+  confidence_min?: number | null;
+  fraction?: number | null;
   id: string;
   loss_max?: number | null;
   loss_min?: number | null;
   name?: string | null;
   quantile?: number | null;
-  region?: ('easy' | 'ambiguous' | 'hard') | null;
+  region?: ('easy' | 'ambiguous' | 'hard' | 'mislabeled') | null;
   run?: string | null;
+  size?: number | null;
   source?: ('training' | 'scan') | null;
   split?: 'train' | 'val' | 'test';
   top?: number | null;
   type: 'select';
+  variability_max?: number | null;
+  variability_min?: number | null;
+  with_correctness?: boolean;
 }
 /**
  * The run's selections (names, criteria, sizes).
@@ -814,6 +860,7 @@ export interface ExportSelection {
   format?: 'csv' | 'parquet' | 'json';
   id: string;
   name: string;
+  overwrite?: boolean;
   run?: string | null;
   type: 'export_selection';
 }
@@ -879,8 +926,10 @@ export interface Fork {
   batch_size?: number | null;
   cluster?: number;
   clusters?: number | null;
+  confidence_max?: number | null;
+  confidence_min?: number | null;
   epochs?: number | null;
-  fraction?: number;
+  fraction?: number | null;
   id: string;
   indices?: [number, ...number[]] | null;
   loss_max?: number | null;
@@ -889,13 +938,18 @@ export interface Fork {
   name?: string | null;
   optimizer?: 'fresh' | 'clone';
   quantile?: number | null;
-  region?: ('easy' | 'ambiguous' | 'hard') | null;
+  region?: ('easy' | 'ambiguous' | 'hard' | 'mislabeled') | null;
+  replay?: number;
   run?: string | null;
   selection?: string | null;
+  size?: number | null;
   source?: ('training' | 'scan') | null;
   steps?: number | null;
   top?: number | null;
   type: 'fork';
+  variability_max?: number | null;
+  variability_min?: number | null;
+  with_correctness?: boolean;
 }
 /**
  * The run's forks (name, run, slice, budget, status, losses).
@@ -916,6 +970,7 @@ export interface Forks {
  * via the `definition` "Compare".
  */
 export interface Compare {
+  baselines?: boolean;
   /**
    * @maxItems 32
    */
@@ -934,6 +989,7 @@ export interface Compare {
  * via the `definition` "Merge".
  */
 export interface Merge {
+  force?: boolean;
   /**
    * @minItems 1
    * @maxItems 32
@@ -947,7 +1003,9 @@ export interface Merge {
   rest_max?: number;
   run?: string | null;
   steps?: number;
-  temperature?: number;
+  strength?: number | null;
+  temperature?: number | null;
+  tolerance?: number;
   type: 'merge';
   weights?: number[] | null;
 }

@@ -22,9 +22,11 @@ from typing import Any
 import torch
 from torch.optim import lr_scheduler
 
+from onthefly._representable import check_hparam, floating_dtypes
+from onthefly.callbacks._hparam_trial import trial
 from onthefly.errors import ConfigurationError
 
-HPARAMS = ("lr", "weight_decay", "momentum", "betas")
+HPARAMS = ("lr", "weight_decay", "momentum", "betas", "eps")
 
 Value = float | list[float]
 
@@ -41,6 +43,11 @@ class Change:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def undone(self) -> Change:
+        """The change that puts this one back."""
+        assert self.old is not None
+        return Change(self.optimizer, self.group, self.name, self.new, self.old)
 
 
 def schedulers_of(trainer: Any) -> list[Any]:
@@ -70,7 +77,8 @@ def plan_changes(
 
     Raises:
         ConfigurationError: the optimizer or group does not exist, the optimizer has no such
-            hyperparameter, or a scheduler could not keep the change.
+            hyperparameter, a scheduler could not keep the change, a value does not fit the
+            parameters' dtype, or the optimizer's step fails with it (tried on a copy).
 
     Example:
         >>> opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
@@ -96,6 +104,8 @@ def plan_changes(
             continue
         for index in indices:
             changes.append(_planned(opt, optimizer, index, name, new, mine))
+    for index in sorted({change.group for change in changes}):
+        trial(opt, index, {c.name: c.new for c in changes if c.group == index})
     return changes
 
 
@@ -128,6 +138,12 @@ def _planned(
             f"{type(opt).__name__} has no {name!r} in its param groups; it has {keys}"
         )
     old = _read(params[name])
+    if old is None:
+        raise ConfigurationError(
+            f"{type(opt).__name__} keeps {name}=None in param group {group}, so it does not use "
+            f"it; expected a hyperparameter the optimizer uses"
+        )
+    check_hparam(name, new, floating_dtypes(params["params"]))
     if name == "lr":
         if schedulers and not old:
             raise ConfigurationError(

@@ -7,9 +7,10 @@ back. The module's ``test_step`` and every ``on_test_*`` hook fire as in ``train
 and the loop restores the module's train/eval modes itself.
 
 Under DDP every rank must run it at the same boundary (the test command reaches every rank
-at the same control round). The random number generators are restored afterwards, so a
-test does not change the training's random stream; the test results stay in
-``trainer.callback_metrics`` as they would after ``trainer.test()``.
+at the same control round). Isolated (a test beside training), every random generator is
+restored afterwards, the global ones and the run's loaders' own, so a test does not change
+the training's random stream; otherwise it draws what ``trainer.test()`` draws. The test
+results stay in ``trainer.callback_metrics`` as they would after ``trainer.test()``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 
 from lightning.pytorch.trainer.states import RunningStage, TrainerFn
 from lightning.pytorch.utilities.model_helpers import is_overridden
-from lightning.pytorch.utilities.seed import isolate_rng
 
 from onthefly.errors import ConfigurationError
+from onthefly.sessions import loader_rng, loaders
 
 
 class TestUnavailable(ConfigurationError):
@@ -29,13 +30,14 @@ class TestUnavailable(ConfigurationError):
     __test__ = False  # not a pytest test class
 
 
-def run_test_loop(trainer: Any, source: Any = None) -> dict[str, Any]:
+def run_test_loop(trainer: Any, source: Any = None, isolated: bool = True) -> dict[str, Any]:
     """Evaluate the test data with Lightning's test loop, from a batch boundary during ``fit``.
 
     Args:
         trainer: a ``lightning.pytorch.Trainer`` that is fitting.
         source: a test ``DataLoader`` or ``LightningDataModule``; ``None`` uses the loop's own
             source (the datamodule or module given to ``fit``).
+        isolated: restore every random generator afterwards (see the module docstring).
 
     Returns:
         The logged test values, merged over test dataloaders.
@@ -59,7 +61,10 @@ def run_test_loop(trainer: Any, source: Any = None) -> dict[str, Any]:
                 "this run has no test data; expected test_loader= (or a datamodule) passed to "
                 "attach_lightning / OnTheFly, or a test_dataloader() on the module"
             )
-        return _run(trainer, loop)
+        if not isolated:
+            return _run(trainer, loop)
+        with loader_rng.preserved([source, *loaders.run_loaders(trainer)]):
+            return _run(trainer, loop)
     finally:
         loop._data_source.instance = saved_source
 
@@ -71,9 +76,8 @@ def _run(trainer: Any, loop: Any) -> dict[str, Any]:
     first_loop_iter = connector._first_loop_iter
     loop._combined_loader = None  # ask the source for a fresh loader each time
     try:
-        with isolate_rng():
-            state.fn, state.stage = TrainerFn.TESTING, RunningStage.TESTING
-            outputs = loop.run()
+        state.fn, state.stage = TrainerFn.TESTING, RunningStage.TESTING
+        outputs = loop.run()
     finally:
         loop.teardown()
         state.fn, state.stage = saved

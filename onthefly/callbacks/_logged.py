@@ -9,6 +9,7 @@ keeps the values a step returns in ``callback_metrics`` as they are.
 from __future__ import annotations
 
 import numbers
+import re
 from typing import Any
 
 import torch
@@ -107,9 +108,15 @@ def eval_values(trainer: Any, before: dict[str, int]) -> dict[str, Scalar]:
     """
     results = _lightning_results(trainer)
     if results is not None:
-        names = {metric.meta.name for _, metric in results.valid_items()}
+        # Every loader's values: valid_items() keeps only the loader in progress, and none is
+        # by now. With several loaders Lightning names them ``val_loss/dataloader_idx_0``, ...
+        names = {metric.meta.name for metric in results.values()}
         metrics = trainer.callback_metrics
-        return scalars((name, value) for name, value in metrics.items() if name in names)
+        return scalars(
+            (name, value)
+            for name, value in metrics.items()
+            if name in names or _LOADER_SUFFIX.sub("", name) in names
+        )
     return _changed(trainer, before)
 
 
@@ -129,6 +136,7 @@ def _changed(trainer: Any, before: dict[str, int]) -> dict[str, Scalar]:
 
 
 _EVAL_PREFIXES = ("val_", "test_")
+_LOADER_SUFFIX = re.compile(r"/dataloader_idx_\d+$")
 
 
 def _lightning_results(trainer: Any) -> Any:

@@ -4,7 +4,7 @@
 store, which the training thread owns. Errors map to protocol codes: ``invalid_state`` when
 the data is not there yet (never scanned, nothing trained), ``unsupported`` when this run
 cannot do it (no loader, no loss function, a missing extra, an invalid criterion or path),
-``file_error`` when an export cannot be written (a full disk).
+``file_error`` when an export cannot be written (a full disk) or its file exists.
 
 While a scan runs, the training thread does not drain the inbox; the scan looks at it
 before each batch instead (:class:`~onthefly.callbacks._interrupts.Interrupts`): a
@@ -71,6 +71,8 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
     if loader is None:
         raise ConfigurationError(f"this run has no {split} loader to scan; pass it to fit()")
     loss_fn = _sample_sources.loss_fn(trainer, inputs)
+    if loss_fn is None:  # a loss module the model holds (``self.loss = nn.CrossEntropyLoss()``)
+        loss_fn = next(iter(_sample_sources.loss_modules(trainer, inputs)), None)
     spec = describe_loss(loss_fn)
     if spec is None:
         raise ConfigurationError(
@@ -97,6 +99,7 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
             embedding_fn=tracker.embedding_fn,
             on_progress=functools.partial(progress, "running"),
             cancelled=interrupts.check,
+            batch_keys=getattr(trainer, "batch_keys", None),
         )
         if result is None:
             progress("cancelled", Progress(0, None, 0.0))
@@ -150,7 +153,19 @@ def criterion_of(command: Any) -> Criterion:
     if command.quantile is not None:
         return Criterion("quantile", q=command.quantile)
     if command.region is not None:
-        return Criterion("region", region=command.region, fraction=command.fraction)
+        return Criterion(
+            "region",
+            region=command.region,
+            fraction=command.fraction,
+            size=command.size,
+            with_correctness=command.with_correctness,
+        )
+    if command.box_given():
+        return Criterion(
+            "box",
+            confidence=(command.confidence_min, command.confidence_max),
+            variability=(command.variability_min, command.variability_max),
+        )
     if command.clusters is not None:
         return Criterion("cluster", k=command.clusters, cluster=command.cluster)
     return Criterion("range", loss_min=command.loss_min, loss_max=command.loss_max)
@@ -198,17 +213,21 @@ def _selection_rows(tracker: SampleTracker, boundary: Boundary, cmd: PendingComm
 @_answering
 def _export_selection(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
-    path = export.target_path(command.directory, command.file or command.name, command.format)
-    selection, view = _selection_view(tracker, command.name)
-    loader = _sample_sources.split_loader(boundary.trainer, tracker.inputs(), selection.split)
-    dataset = loader.dataset if isinstance(loader, DataLoader) else None
-    if isinstance(dataset, IterableDataset):
-        dataset = None
-    table = export.table(view, dataset, classes=bool(np.isfinite(view.correct).any()))
+    target = f"{command.file or command.name} in {command.directory}"
     try:
-        size = export.write(table, path, command.format)
-    except OSError as exc:  # a full disk or no permission: the run goes on
-        cmd.fail("file_error", f"could not write {path}: {exc.strerror or exc}")
+        path = export.target_path(command.directory, command.file or command.name, command.format)
+        selection, view = _selection_view(tracker, command.name)
+        loader = _sample_sources.split_loader(boundary.trainer, tracker.inputs(), selection.split)
+        dataset = loader.dataset if isinstance(loader, DataLoader) else None
+        if isinstance(dataset, IterableDataset):
+            dataset = None
+        table = export.table(view, dataset, classes=bool(np.isfinite(view.correct).any()))
+        size = export.write(table, path, command.format, command.overwrite)
+    except FileExistsError as exc:
+        cmd.fail("file_error", str(exc.strerror))
+        return
+    except OSError as exc:  # a full disk, no permission, a name too long: the run goes on
+        cmd.fail("file_error", f"could not write {target}: {exc.strerror or exc}")
         return
     cmd.reply(
         name=selection.name, path=str(path), rows=table.num_rows, format=command.format, bytes=size

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lightning.pytorch.utilities.model_helpers import is_overridden
+from torch import nn
+from torch.nn.modules.loss import _Loss
 
 from onthefly.callbacks._driver import is_lightning
 from onthefly.sessions.data_position import TrackedLoader
@@ -26,6 +28,21 @@ def loss_fn(trainer: Any, inputs: Any) -> Any:
     if is_lightning(trainer):
         return getattr(inputs, "loss_fn", None)
     return getattr(trainer, "loss_fn", None)
+
+
+def loss_modules(trainer: Any, inputs: Any) -> list[nn.Module]:
+    """The loss modules the training step may call: the given ``loss_fn`` (when a module),
+    then the ``torch.nn`` losses held by the model (``self.loss = nn.CrossEntropyLoss()``)."""
+    found: dict[int, nn.Module] = {}
+    given = loss_fn(trainer, inputs)
+    if isinstance(given, nn.Module):
+        found[id(given)] = given
+    model = trainer.lightning_module  # the native trainer's: the user's model
+    if isinstance(model, nn.Module):
+        for module in model.modules():
+            if isinstance(module, _Loss):
+                found.setdefault(id(module), module)
+    return list(found.values())
 
 
 def split_loader(trainer: Any, inputs: Any, split: str) -> Iterable[Any] | None:

@@ -30,6 +30,7 @@ import logging
 import os
 import shutil
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +84,8 @@ class Checkpointer(Callback):
         self._trainer: Any = None
         self._trained = 0
         self._native = False
-        self._fit_start_rng: rng.RngState | None = None
+        self._requested: loaders.Requested | None = None
+        self._stop_listening: Callable[[], None] | None = None
         self._saved: resume.SavedState | None = None
         for kind, handler in (
             ("export", self._on_export),
@@ -106,6 +108,10 @@ class Checkpointer(Callback):
         # Also on exits that skip teardown; RunSession.close removes it in the normal case.
         weakref.finalize(self, shutil.rmtree, str(workdir), True)
         self.ring.folder = workdir / RING_FOLDER
+        if is_lightning(trainer):
+            # Lightning creates the first epoch's iterator itself: its start state is taken
+            # when the loaders are requested, before that iterator draws anything.
+            self._stop_listening = loaders.on_request(trainer, self._on_loaders)
         path = self.resume_from or getattr(trainer, "resume_from", None)
         if path is None:
             return
@@ -116,19 +122,15 @@ class Checkpointer(Callback):
             resume.resume_native(trainer, path)
         self._load_history(Path(path), workdir)
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
-        # Lightning creates the first epoch's iterator before on_train_start.
-        self._fit_start_rng = rng.capture()
-
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        loaders.track(trainer, self._fit_start_rng, self.session.has_commands)
+        loaders.track(trainer, self._requested, self.session.has_commands)
         if self._saved is not None:
             resume.arm_lightning(trainer, self._saved)
             self._saved = None
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         # Lightning may have reloaded the loaders
-        loaders.track(trainer, self._fit_start_rng, self.session.has_commands)
+        loaders.track(trainer, self._requested, self.session.has_commands)
         self._trained = 0
 
     def on_train_batch_start(
@@ -145,26 +147,30 @@ class Checkpointer(Callback):
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage == "fit":
-            loaders.release(trainer)
+            self._release(trainer)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        loaders.release(trainer)  # Lightning calls no teardown hook after an exception
+        self._release(trainer)  # Lightning calls no teardown hook after an exception
 
     # ------------------------------------------------------------------ public API
 
-    def export(self, trainer: Any, path: str | os.PathLike[str]) -> dict[str, Any]:
+    def export(
+        self, trainer: Any, path: str | os.PathLike[str], overwrite: bool = False
+    ) -> dict[str, Any]:
         """Write the session to ``path`` now (call at a batch boundary, e.g. from a callback).
 
         Args:
             trainer: the trainer driving the run.
             path: the file; ``.otf`` is appended when missing.
+            overwrite: replace a file already at ``path`` (else it is refused).
 
         Returns:
             ``{"path", "size", "step", "epoch"}`` of the written file.
 
         Raises:
-            SessionFileError: an invalid path, or the file could not be written (the run is
-                unaffected and an earlier file of that name is untouched).
+            SessionFileError: an invalid path, a file already there (without ``overwrite``),
+                or the file could not be written (the run is unaffected and an earlier file
+                of that name is untouched).
         """
         ranks = None
         sync = self.session.ranks
@@ -173,9 +179,10 @@ class Checkpointer(Callback):
             ranks = sync.group.gather(self._rank_state(trainer), what)
             if ranks is None:
                 return {}  # rank 0 writes the file and answers
-        target = export_path(path)
+        target = export_path(path, overwrite)
         self.session.quiesce()  # buffered telemetry first, so the history is complete
-        size = payload.write(self._payload(trainer, "export", history=True, ranks=ranks), target)
+        written = self._payload(trainer, "export", history=True, ranks=ranks)
+        size = payload.write(written, target, overwrite)
         log.info("session exported to %s (%d bytes)", target, size)
         return {
             "path": str(target),
@@ -199,6 +206,15 @@ class Checkpointer(Callback):
         )
 
     # ------------------------------------------------------------------ internals
+
+    def _on_loaders(self, requested: Any) -> None:
+        self._requested = loaders.Requested.take(requested)
+
+    def _release(self, trainer: Any) -> None:
+        loaders.release(trainer)
+        if self._stop_listening is not None:
+            self._stop_listening()
+            self._stop_listening = None
 
     def _rank_state(self, trainer: Any) -> dict[str, Any]:
         """This rank's RNG state, data position and cursor, for rank 0's export."""
@@ -233,7 +249,14 @@ class Checkpointer(Callback):
         )
         saved_history = None
         if history and server is not None:
-            saved_history = server.history_snapshot().model_dump(mode="json")
+            snapshot = server.history_snapshot(max_total_points=payload.HISTORY_POINTS)
+            if any(s.decimated for run in snapshot.runs for s in run.series.values()):
+                log.warning(
+                    "the run's history holds more than %d points: the exported file keeps "
+                    "them min/max-decimated, so that it can be read back",
+                    payload.HISTORY_POINTS,
+                )
+            saved_history = snapshot.model_dump(mode="json")
         return payload.Payload(
             manifest=manifest,
             tensors={
@@ -262,7 +285,7 @@ class Checkpointer(Callback):
             archive.extract(payload.FILES, workdir)
             if payload.HISTORY not in archive.names() or self.session.server is None:
                 return
-            saved = Snapshot.model_validate(archive.read_json(payload.HISTORY))
+            saved = archive.read_model(payload.HISTORY, Snapshot)
         server = self.session.server
         # The file's main run becomes this run's past: same charts, continued.
         runs = list(saved.runs)
@@ -282,7 +305,8 @@ class Checkpointer(Callback):
 
     def _on_export(self, boundary: Boundary, cmd: PendingCommand) -> None:
         try:
-            result = self.export(boundary.trainer, cmd.command.path)  # type: ignore[union-attr]
+            command: Any = cmd.command
+            result = self.export(boundary.trainer, command.path, command.overwrite)
         except SessionFileError as exc:
             cmd.fail("file_error", str(exc))
             return
@@ -312,7 +336,10 @@ class Checkpointer(Callback):
             )
             return
         if self.session.state != "paused":
-            cmd.fail("invalid_state", f"loading a {what} needs a paused run; pause first")
+            cmd.fail(
+                "invalid_state",
+                f"loading a {what} needs a paused run; pause it first (`onthefly pause`)",
+            )
             return
         try:
             saved = resume.read(path)

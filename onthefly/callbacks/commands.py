@@ -4,6 +4,12 @@ A handler runs at a batch boundary with the model quiet, so it may read or chang
 model, the optimizers and the trainer's limits. Features plug in by registering a handler
 for their command type (``pause`` and ``resume`` come from :class:`PauseGate`, ``test`` from
 :class:`TestLauncher`); the code that drains the inbox never changes.
+
+A command never changes the run's random state: every handler runs with the global
+generators and the run's loaders' own generators preserved
+(:func:`onthefly.sessions.loader_rng.preserved`), so a test, a scan, a health check, a
+fork, a comparison or a merge leaves the training's data order and random draws as they
+would have been without it.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from onthefly.errors import DistributedError
+from onthefly.sessions import loader_rng, loaders
 
 if TYPE_CHECKING:
     from onthefly.server import PendingCommand
@@ -87,7 +94,8 @@ class CommandRegistry:
             return
         self._running += 1
         try:
-            handler(boundary, cmd)
+            with loader_rng.preserved(loaders.run_loaders(boundary.trainer)):
+                handler(boundary, cmd)
         except DistributedError as exc:
             cmd.fail("internal", str(exc))
             raise

@@ -4,12 +4,16 @@ Commands (all on the training thread; see ``docs/forks.md``):
 
 * ``fork`` (paused runs only): a copy of the model trained on a slice of the training set
   for a budget, streaming into a child run, the parent untouched (:mod:`onthefly.forks.spawn`);
+  optionally with batches of the rest replayed (:mod:`onthefly.forks.mixing`), and warned
+  when the slice covers few classes (:mod:`onthefly.forks.coverage`);
 * ``forks`` and ``lineage``: the forks of the session and the DAG of its models;
 * ``compare``: the current model and forks evaluated on each fork's slice, the rest of the
-  training set and the validation set (:mod:`onthefly.forks.compare`);
-* ``merge`` (paused): the parent merged with forks, loaded into the run's model in place,
-  with a before/after report; ``discard_merge`` undoes it while still paused
-  (:mod:`onthefly.forks.merge_command`).
+  training set and the validation set (:mod:`onthefly.forks.compare`), beside copies of the
+  model trained on for each fork's budget (:mod:`onthefly.forks.baselines`);
+* ``merge`` (paused): the parent merged with forks (weights chosen on validation,
+  :mod:`onthefly.forks.merge_grid`), loaded into the run's model in place unless it is worse
+  on validation (:mod:`onthefly.forks.gate`), with a before/after report; ``discard_merge``
+  undoes it while still paused (:mod:`onthefly.forks.merge_command`).
 
 While a fork, a comparison or a merge runs, a ``cancel`` stops it and other commands wait
 (:class:`~onthefly.forks.run.LongCommand`). In a distributed run of the native trainer these
@@ -33,6 +37,7 @@ import torch
 from lightning.pytorch import Callback
 from torch import nn
 
+from onthefly._representable import check_command_values
 from onthefly.callbacks._sample_commands import criterion_of
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
@@ -40,7 +45,9 @@ from onthefly.errors import ConfigurationError
 from onthefly.forks import merge_command
 from onthefly.forks.adapters import add_adapters
 from onthefly.forks.compare import Evaluator, Target
+from onthefly.forks.coverage import narrow_slice
 from onthefly.forks.lineage import Lineage
+from onthefly.forks.mixing import replay_loader
 from onthefly.forks.registry import ForkRecord, ForkRegistry
 from onthefly.forks.run import LongCommand, Refused, RunParts, check_paused, run_parts
 from onthefly.forks.slice_loader import check_indices, subset_loader
@@ -164,15 +171,28 @@ class ForkSpawner(Callback):
         trainer, session = boundary.trainer, self.session
         self.paused("a fork")
         parts = self.parts(trainer)
+        check_command_values(parts.model.parameters(), lr=command.lr)
         indices, selection = self._slice(command, parts.train_size)
         name = self.registry.check_new(
             command.name or self.registry.next_name(), self.taken_names()
         )
         budget = Budget(command.steps, command.epochs)
         # A slice's epochs are short: workers started once per fork, not once per epoch.
-        loader = subset_loader(
-            parts.train, indices, batch_size=command.batch_size, persistent_workers=True
-        )
+        if command.replay > 0:
+            loader = replay_loader(
+                parts.train,
+                indices,
+                command.replay,
+                batch_size=command.batch_size,
+                persistent_workers=True,
+            )
+        else:
+            loader = subset_loader(
+                parts.train, indices, batch_size=command.batch_size, persistent_workers=True
+            )
+        warnings = [] if command.replay > 0 else self._coverage(indices)
+        for warning in warnings:
+            log.warning("fork %r: %s", name, warning)
         with parent_untouched():  # adapters draw their initial values
             model = model_copy(parts.model)
             adapters = add_adapters(model, command.adapter_rank) if command.adapter_rank else None
@@ -197,7 +217,9 @@ class ForkSpawner(Callback):
                 "batch_size": loader.batch_size,
                 "optimizer": command.optimizer,
                 "adapter_rank": command.adapter_rank,
+                "replay": command.replay,
             },
+            warnings=warnings,
         )
         self.registry.add(record)
         node = self.lineage.add_fork(
@@ -255,6 +277,21 @@ class ForkSpawner(Callback):
             message = f"its weights could not be written: {exc}"
             return ForkOutcome("failed", outcome.steps, outcome.duration, message)
         return outcome
+
+    def _coverage(self, indices: list[int]) -> list[str]:
+        """The warnings about the classes a slice covers (none without class labels)."""
+        if self.tracker is None:
+            return []
+        self.tracker.sync()
+        try:
+            view = self.tracker.store.view("train", "training")
+        except NoData:
+            return []
+        if not np.isfinite(view.correct).any():  # no class targets: nothing to count
+            return []
+        rows = view.positions(np.asarray(indices, dtype=np.int64))
+        warning = narrow_slice(view.label[rows], view.label)
+        return [] if warning is None else [warning]
 
     def _slice(self, command: Any, size: int) -> tuple[list[int], dict[str, Any]]:
         """The fork's dataset indices and how they were chosen."""

@@ -3,10 +3,19 @@
 Lightning keeps the limits on its loops (``fit_loop.max_epochs``,
 ``fit_loop.epoch_loop.max_steps``); the native trainer keeps them as plain attributes. A
 limit of ``-1`` means "none", as in Lightning.
+
+An extension always adds to the planned end. Before the end, the limits can say where
+that is only when the request is in the unit of the one limit the run has (``epochs`` for
+a run with ``max_epochs`` only, ``steps`` for one with ``max_steps`` only); otherwise (steps
+asked of a run planned in epochs, or a run with both limits) the extension is *deferred*
+(:func:`defer`): the run goes on to its planned end, and there the extension is applied as
+at the end of a run (:func:`apply_deferred`), so ``steps=20`` on a 60-epoch run trains 20
+steps after the 60th epoch.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sized
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +23,9 @@ from typing import Any
 from onthefly.callbacks._driver import is_lightning
 
 UNLIMITED = -1
+
+_DEFERRED: weakref.WeakKeyDictionary[Any, Extension] = weakref.WeakKeyDictionary()
+"""Per trainer, the extension waiting for the planned end."""
 
 
 @dataclass(frozen=True)
@@ -46,14 +58,89 @@ def write_limits(trainer: Any, limits: Limits) -> None:
         trainer.max_steps = limits.max_steps
 
 
+@dataclass(frozen=True)
+class Extension:
+    """More training asked for before the planned end: ``epochs`` more epochs and ``steps``
+    more optimizer steps (``None``: not asked) once the present limits are reached."""
+
+    epochs: int | None = None
+    steps: int | None = None
+
+    def plus(self, epochs: int | None, steps: int | None) -> Extension:
+        """This extension and another request together."""
+        return Extension(_added(self.epochs, epochs), _added(self.steps, steps))
+
+
+def _added(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else a + b
+
+
+def defer(trainer: Any, epochs: int | None, steps: int | None) -> Extension:
+    """Keep a request for the planned end of ``trainer``'s run; returns what waits now."""
+    waiting = _DEFERRED.get(trainer, Extension()).plus(epochs, steps)
+    _DEFERRED[trainer] = waiting
+    return waiting
+
+
+def deferred(trainer: Any) -> Extension | None:
+    """The extension waiting for the planned end, if any."""
+    return _DEFERRED.get(trainer)
+
+
+def apply_deferred(trainer: Any, at_epoch_end: bool = False, batch_idx: int = -1) -> bool:
+    """Apply a deferred extension once the planned end is reached.
+
+    Call at every batch end (``batch_idx``) and epoch end (``at_epoch_end``): the step
+    limit is reached at a batch end, the epoch limit at the last batch (when the loader has
+    a length) or else at the epoch's end.
+
+    Returns:
+        Whether an extension was applied (the limits were written).
+    """
+    waiting = _DEFERRED.get(trainer)
+    if waiting is None:
+        return False
+    reached = _epoch_limit_reached(trainer) if at_epoch_end else limit_reached(trainer, batch_idx)
+    if not reached:
+        return False
+    del _DEFERRED[trainer]
+    new = extended(
+        read_limits(trainer),
+        epoch=int(trainer.current_epoch),
+        step=int(trainer.global_step),
+        epochs=waiting.epochs,
+        steps=waiting.steps,
+    )
+    assert new is not None  # at the end, every request is expressible
+    write_limits(trainer, new)
+    return True
+
+
+def forget_deferred(trainer: Any) -> None:
+    """Drop a deferred extension (the run ended before its planned end)."""
+    _DEFERRED.pop(trainer, None)
+
+
 def is_final_step(trainer: Any, batch_idx: int) -> bool:
-    """Whether the step that just ended (``on_train_batch_end``) is the run's last one."""
+    """Whether the step that just ended (``on_train_batch_end``) is the run's last one (never
+    while an extension waits for the planned end: the run goes on past it)."""
+    return trainer not in _DEFERRED and limit_reached(trainer, batch_idx)
+
+
+def limit_reached(trainer: Any, batch_idx: int) -> bool:
+    """Whether the step that just ended reaches the present limits."""
     limits = read_limits(trainer)
     if limits.max_steps != UNLIMITED and trainer.global_step >= limits.max_steps:
         return True
     if limits.max_epochs == UNLIMITED or trainer.current_epoch < limits.max_epochs - 1:
         return False
     return _is_last_batch(trainer, batch_idx)
+
+
+def _epoch_limit_reached(trainer: Any) -> bool:
+    """At an epoch's end: whether the epoch limit ends the run after it."""
+    limits = read_limits(trainer)
+    return limits.max_epochs != UNLIMITED and trainer.current_epoch + 1 >= limits.max_epochs
 
 
 def _is_last_batch(trainer: Any, batch_idx: int) -> bool:
@@ -72,14 +159,15 @@ def extended(
     epochs: int | None,
     steps: int | None,
     at_end: bool = True,
-) -> Limits:
+) -> Limits | None:
     """The limits after a ``resume`` that asks for more training.
 
     At the end of a run (``at_end``), ``epochs=N`` trains N more epochs after the current one
-    and ``steps=N`` N more optimizer steps. Before the end, the same request moves a finite
-    limit N further, so an extension never shortens the planned run. A limit of the other
-    kind that would stop the run before the requested amount is lifted, so asking for more
-    always gets it.
+    and ``steps=N`` N more optimizer steps; a limit of the other kind that would stop the
+    run before the requested amount is lifted, so asking for more always gets it. Before
+    the end, a request in the unit of the run's only limit moves that limit N further;
+    any other request cannot be placed yet (``None``: defer it to the planned end, see
+    :func:`defer`). Either way an extension never shortens the planned run.
 
     Args:
         limits: the limits now.
@@ -92,19 +180,25 @@ def extended(
     Example:
         >>> extended(Limits(2, -1), epoch=1, step=20, epochs=3, steps=None)
         Limits(max_epochs=5, max_steps=-1)
+        >>> extended(Limits(60, -1), epoch=0, step=5, epochs=None, steps=20, at_end=False)
     """
     max_epochs, max_steps = limits.max_epochs, limits.max_steps
+    if epochs is None and steps is None:
+        return limits
+    if not at_end:
+        planned_in_epochs = max_epochs != UNLIMITED and max_steps == UNLIMITED
+        planned_in_steps = max_steps != UNLIMITED and max_epochs == UNLIMITED
+        if epochs is not None and steps is None and planned_in_epochs:
+            return Limits(max(max_epochs, epoch + 1) + epochs, UNLIMITED)
+        if steps is not None and epochs is None and planned_in_steps:
+            return Limits(UNLIMITED, max(max_steps, step) + steps)
+        return None
     if epochs is not None:
-        max_epochs = _further(max_epochs, epoch + 1, epochs, at_end)
-        if steps is None and max_steps != UNLIMITED:
+        max_epochs = epoch + 1 + epochs
+        if steps is None:
             max_steps = UNLIMITED
     if steps is not None:
-        max_steps = _further(max_steps, step, steps, at_end)
+        max_steps = step + steps
         if epochs is None:
             max_epochs = UNLIMITED
     return Limits(max_epochs, max_steps)
-
-
-def _further(limit: int, reached: int, extra: int, at_end: bool) -> int:
-    base = reached if at_end or limit == UNLIMITED else max(limit, reached)
-    return base + extra

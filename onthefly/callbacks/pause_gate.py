@@ -5,11 +5,15 @@ the run is running): a command that arrives during step ``s`` takes effect when 
 ends, so a pause is acknowledged with the step it holds at. While paused, the thread waits
 at that boundary and keeps running the commands that need a quiet model (``test``, …) until
 ``resume`` or ``stop``. A stop is graceful: ``trainer.should_stop = True`` ends ``fit``
-normally, so ``on_train_end`` and ``on_fit_end`` still run.
+normally, so ``on_train_end`` and ``on_fit_end`` still run; a stop that reaches the run
+held at a batch's start (commands that came during validation, the epoch change or the
+fetch) also ends the epoch before that batch trains.
 
 With ``hold_at_end`` the gate also holds, paused, at the last step of the run (after the
 final test), so the user can keep interacting and extend training with
-``resume(epochs=N)`` or ``resume(steps=N)``.
+``resume(epochs=N)`` or ``resume(steps=N)``. Before the end, such a request adds to the
+planned end (see :mod:`onthefly.callbacks.limits`): at once when the limits can say where
+that is, else once the run reaches it.
 
 In a distributed run only global rank 0 receives commands. The gate then acts at the
 control rounds of :class:`~onthefly.distributed.control.RankSync` (every few batches, the
@@ -32,6 +36,7 @@ from onthefly.callbacks._consensus import distributed
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
 from onthefly.distributed.control import HOLD, HOLD_END, RUN, STOP
+from onthefly.sessions import loaders
 
 if TYPE_CHECKING:
     from onthefly.server import PendingCommand
@@ -69,14 +74,25 @@ class PauseGate(Callback):
     def on_train_batch_start(
         self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
-        # Commands that came in during validation or the epoch change; in a distributed run
-        # they wait for the batch end, where all ranks agree.
+        # Commands that came in during validation, the epoch change or the batch's fetch; in
+        # a distributed run they wait for the batch end, where all ranks agree.
         session = self.session
         waiting = session.state == "paused" or session.has_commands()
-        if waiting and not distributed(trainer):
-            boundary = Boundary(trainer, pl_module)
-            session.drain(boundary)
-            self._wait(boundary)
+        if not waiting or distributed(trainer):
+            return
+        if session.state != "paused" and not loaders.exact(trainer, batch_idx):
+            # The batch was fetched in this process without its RNG state kept (the command
+            # came during the fetch): an export here could not replay it, so the commands
+            # run at this batch's end.
+            return
+        boundary = Boundary(trainer, pl_module)
+        session.drain(boundary)
+        self._wait(boundary)
+        if trainer.should_stop:
+            # Stopped while held here: the fetched batch is not trained on. Lightning's epoch
+            # loop (2.6), and the native loop alike, end the epoch on this, as on a -1
+            # returned by the module's hook.
+            raise StopIteration
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
@@ -84,10 +100,12 @@ class PauseGate(Callback):
         # The Boundary is built only when something happens here: most steps just go on.
         session = self.session
         if session.ranks.active:
+            limits.apply_deferred(trainer, batch_idx=batch_idx)
             self._at_round(trainer, pl_module, batch_idx)
             return
         if session.has_commands():
             session.drain(Boundary(trainer, pl_module))
+        limits.apply_deferred(trainer, batch_idx=batch_idx)
         if (
             self.hold_at_end
             and not trainer.should_stop
@@ -97,6 +115,13 @@ class PauseGate(Callback):
         if session.state == "paused":
             self._wait(Boundary(trainer, pl_module))
         self._at_end = False
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        # An epoch limit is reached here when the loader's length did not tell at its last batch.
+        limits.apply_deferred(trainer, at_epoch_end=True)
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        limits.forget_deferred(trainer)
 
     # ------------------------------------------------------------------ the boundary
 
@@ -160,28 +185,32 @@ class PauseGate(Callback):
         if self._at_end and epochs is None and steps is None:
             cmd.fail(
                 "invalid_state",
-                "the run reached its stop condition; resume with epochs=N or steps=N to train "
-                "more, or send stop",
+                "the run reached its stop condition; train on with `onthefly resume --epochs N` "
+                "(or --steps N), or end it with `onthefly stop`",
             )
             return
         if epochs is not None or steps is not None:
-            current = limits.read_limits(trainer)
             new = limits.extended(
-                current,
+                limits.read_limits(trainer),
                 epoch=int(trainer.current_epoch),
                 step=int(trainer.global_step),
                 epochs=epochs,
                 at_end=self._at_end,
                 steps=steps,
             )
-            limits.write_limits(trainer, new)
+            if new is None:  # placed at the planned end, once the run gets there
+                limits.defer(trainer, epochs, steps)
+            else:
+                limits.write_limits(trainer, new)
         if self.session.state == "paused":
             self.session.set_state("running", trainer, "resume command")
         new_limits = limits.read_limits(trainer)
+        waiting = limits.deferred(trainer)
         cmd.reply(
             **self.session.position(trainer),
             max_epochs=new_limits.max_epochs,
             max_steps=new_limits.max_steps,
+            **({} if waiting is None else {"after_end": _extension_fields(waiting)}),
         )
 
     def _stop(self, boundary: Boundary, cmd: PendingCommand) -> None:
@@ -189,6 +218,12 @@ class PauseGate(Callback):
         # The run ends after this boundary: the reply says so; its `finished` status follows.
         position = {**self.session.position(boundary.trainer), "state": "stopping"}
         cmd.reply(**position, stopping=True)
+
+
+def _extension_fields(extension: limits.Extension) -> dict[str, int]:
+    """A deferred extension as a reply field: what is added once the planned end is reached."""
+    fields = {"epochs": extension.epochs, "steps": extension.steps}
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def keep_alive_wanted(keep_alive: bool | None, has_clients: bool) -> bool:

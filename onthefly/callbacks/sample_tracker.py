@@ -1,11 +1,14 @@
 """SampleTracker: every training sample's loss, attributed to its dataset index, for free.
 
 During ``fit`` it records the per-sample losses that the training step's own loss call
-yields (see :mod:`onthefly.samples.capture`; a step may also return ``per_sample_loss``),
-pairs them with the samples' dataset indices (:mod:`onthefly.samples.attribution`), and
-folds them into the run's per-sample store and Parquet history — the values travel to the
-host in batches, never with a host sync per step. It also answers the per-sample commands
-(``scan``, ``histogram``, ``select``, …; see ``docs/per-sample.md``).
+yields (see :mod:`onthefly.samples.capture`), seen through forward hooks on the run's loss
+modules (:class:`~onthefly.samples.slot.LossTap`) or, for functional losses, a function mode
+active during the step (:class:`~onthefly.samples.loss_mode.LossMode`); a step may also
+return ``per_sample_loss``. It pairs them with the samples' dataset indices
+(:mod:`onthefly.samples.attribution`) and folds them into the run's per-sample store and
+Parquet history: the values travel to the host in batches, never with a host sync per step.
+It also answers the per-sample commands (``scan``, ``histogram``, ``select``, …; see
+``docs/per-sample.md``).
 
 Per training batch it costs a few microseconds of bookkeeping plus one evaluation of the
 loss function alone with ``reduction="none"``; it never runs the model.
@@ -23,7 +26,6 @@ from typing import Any
 
 import torch
 from lightning.pytorch import Callback
-from torch import nn
 
 from onthefly.callbacks import _sample_sources
 from onthefly.callbacks._driver import is_lightning
@@ -32,15 +34,22 @@ from onthefly.callbacks.session import RunSession
 from onthefly.native.step import batch_size
 from onthefly.samples.attribution import Counter, Ids, SamplerTaps, ids_from_batch
 from onthefly.samples.buffer import Chunk, SampleBuffer
-from onthefly.samples.capture import LossSpec, SampleValues, describe_loss
+from onthefly.samples.capture import FUNCTIONAL_LOSSES, LossSpec, SampleValues, describe_loss
 from onthefly.samples.history import HistoryWriter
+from onthefly.samples.loss_mode import LossMode
 from onthefly.samples.preview import Describe
 from onthefly.samples.scan import EmbeddingFn
 from onthefly.samples.selection import Selections
 from onthefly.samples.slot import LossTap, Slot, arm
 from onthefly.samples.store import SampleStore
+from onthefly.sessions import loaders
+from onthefly.sessions.data_position import TrackedLoader
 
 log = logging.getLogger(__name__)
+
+GIVE_UP_AFTER = 8
+"""Training batches in a row without per-sample values before the functional calls are no
+longer watched (and commands say why nothing is recorded)."""
 
 PER_SAMPLE_KEY = "per_sample_loss"
 """A training step's output key for per-sample losses it computed itself (``Tensor[B]``)."""
@@ -84,11 +93,16 @@ class SampleTracker(Callback):
         self._taps = SamplerTaps()
         self._indexed = False
         self._counter = Counter()
-        self._loss_tap: LossTap | None = None
+        self._loss_taps: list[LossTap] = []
+        self._mode = LossMode()
+        self._watch = False  # enter the mode for the next training batch
+        self._misses = 0  # batches in a row without per-sample values
+        self._step_before = 0  # global_step when the batch started
         self._history: HistoryWriter | None = None
         self._unwrap_source: Callable[[], None] | None = None
         self._slot: Slot | None = None
         self._ids: Ids | None = None
+        self._trainer: Any = None
         self._warned = False
         self._specs: dict[int, LossSpec | None] = {}  # loss descriptions, made once
         self._outbox: list[Chunk] | None = None  # another rank's values, until sent to rank 0
@@ -126,22 +140,36 @@ class SampleTracker(Callback):
             return
         ids = self._batch_ids(batch)
         self._ids = ids
+        self._step_before = int(trainer.global_step)
         self._slot = None if ids is None else Slot(len(ids), specs=self._specs)
         arm(self._slot)
+        if self._watch and self._slot is not None:
+            self._mode.enter()
+
+    def on_before_zero_grad(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        self._mode.leave()  # the step's loss is computed: the rest of the step is not watched
+
+    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+        self._mode.leave()
 
     def on_train_batch_end(
         self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        self._mode.leave()
         slot, ids = self._slot, self._ids
         if slot is None or ids is None:
             return
         arm(None)
         self._slot = self._ids = None
-        values = _returned_values(outputs, slot.n) or slot.values
+        returned = _returned_values(outputs, slot.n)
+        values = returned or slot.values
+        self._adapt(returned is not None, values is not None)
         if values is None:
-            self._warn_once()
             return
-        self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), ids, values)
+        # The optimizer step the batch counts to, as telemetry numbers it: global_step after
+        # it, also for the micro-batches of an accumulation window that have not stepped yet.
+        step = int(trainer.global_step)
+        self._buffer.add(max(step, self._step_before + 1), int(trainer.current_epoch), ids, values)
 
     # ------------------------------------------------------------------ public
 
@@ -166,6 +194,7 @@ class SampleTracker(Callback):
         return self.selections.indices(name)
 
     def state_dict(self) -> dict[str, Any]:
+        self._settle()
         self.sync()
         return {"store": self.store.state_dict(), "selections": self.selections.state_dict()}
 
@@ -176,38 +205,34 @@ class SampleTracker(Callback):
     # ------------------------------------------------------------------ helpers
 
     def _start(self, trainer: Any) -> None:
+        self._trainer = trainer
         if self.session.active:
             # The store is updated on the writer's thread too: the training thread only queues.
             folder = self.session.workdir / "samples" / "history"
             self._history = HistoryWriter(folder, fold=self.store.training.update)
         else:  # another rank of a distributed run: rank 0 keeps the values
             self._outbox = []
-        loss_fn = _sample_sources.loss_fn(trainer, self.inputs())
-        if isinstance(loss_fn, nn.Module) and describe_loss(loss_fn) is not None:
-            self._loss_tap = LossTap(loss_fn)
+        modules = _sample_sources.loss_modules(trainer, self.inputs())
+        self._loss_taps = [LossTap(m) for m in modules if describe_loss(m) is not None]
+        # Without a loss module to hook, watch the step's functional calls from the start.
+        self._watch, self._misses = not self._loss_taps, 0
+        self.store.unrecorded = None
         if is_lightning(trainer):
-            self._unwrap_source = self._wrap_lightning_source(trainer)
+            # Lightning creates the training iterator (and prefetches) before any callback
+            # hook sees the loader, so the sampler is instrumented as Lightning requests it.
+            self._unwrap_source = loaders.on_request(trainer, self._on_loaders)
+            if self._unwrap_source is None:
+                log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
         else:
-            self._indexed = self._taps.install(getattr(trainer, "train_loader", None))
+            # The user's loader: a resume wraps it for its data position before fit starts.
+            loader = TrackedLoader.unwrap(getattr(trainer, "train_loader", None))
+            self._indexed = self._taps.install(loader)
 
-    def _wrap_lightning_source(self, trainer: Any) -> Callable[[], None] | None:
-        # Lightning creates the training iterator (and prefetches) before any callback hook
-        # sees the loader, so the sampler is instrumented as Lightning requests the loader.
-        source = getattr(getattr(trainer, "fit_loop", None), "_data_source", None)
-        if source is None or not callable(getattr(source, "dataloader", None)):
-            log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
-            return None
-        request = source.dataloader
-
-        def dataloader() -> Any:
-            loaders = request()
-            self._indexed = self._taps.install(_sample_sources.first_loader(loaders))
-            return loaders
-
-        source.dataloader = dataloader
-        return lambda: vars(source).pop("dataloader", None)
+    def _on_loaders(self, requested: Any) -> None:
+        self._indexed = self._taps.install(_sample_sources.first_loader(requested))
 
     def _stop(self) -> None:
+        self._mode.leave()
         arm(None)
         self._slot = self._ids = None
         self._buffer.flush()
@@ -216,13 +241,25 @@ class SampleTracker(Callback):
         if self._unwrap_source is not None:
             self._unwrap_source()
             self._unwrap_source = None
-        if self._loss_tap is not None:
-            self._loss_tap.remove()
-            self._loss_tap = None
+        for tap in self._loss_taps:
+            tap.remove()
+        self._loss_taps = []
         if self._history is not None:
             self._history.close()
             self._history = None
         self._outbox = None
+        self._trainer = None
+
+    def _settle(self) -> None:
+        """Record a batch that was trained on but whose end hook has not reached this part
+        yet (a Lightning callback placed before OnTheFly exports from its own batch end), so
+        that a saved state holds every batch the data position counts as trained."""
+        slot, ids, trainer = self._slot, self._ids, self._trainer
+        if slot is None or ids is None or slot.values is None or trainer is None:
+            return
+        arm(None)
+        self._slot = self._ids = None
+        self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), ids, slot.values)
 
     def _batch_ids(self, batch: Any) -> Ids | None:
         if self._indexed:
@@ -253,14 +290,38 @@ class SampleTracker(Callback):
         else:  # after fit (a flush from state_dict): fold in place
             self.store.training.update(chunk)
 
-    def _warn_once(self) -> None:
+    def _adapt(self, returned: bool, recorded: bool) -> None:
+        """Watch the functional calls only while they are the way to per-sample values."""
+        if returned:  # the step gives its own values: nothing to watch
+            self._watch, self._misses = False, 0
+            return
+        if recorded:
+            self._misses = 0
+            return
+        self._misses += 1
+        if not self._watch and self._misses == 1:
+            self._watch = True  # the hooked loss modules were not called: try the functions
+        elif self._misses == GIVE_UP_AFTER:
+            self._watch = False  # it costs a little per torch call: stop looking
+            self._explain(self._mode.seen)
+
+    def _explain(self, seen: bool) -> None:
+        why = (
+            "the training step's first loss call gave values that do not split into the "
+            "batch's samples"
+            if seen
+            else "the training step calls no recognised loss (a torch.nn loss module, "
+            + ", ".join(sorted(f"F.{fn.__name__}" for fn in FUNCTIONAL_LOSSES))
+            + ")"
+        )
+        self.store.unrecorded = (
+            f"no per-sample training loss is recorded: {why}; return {PER_SAMPLE_KEY!r} "
+            "(a Tensor[batch]) from the training step, or give the loss module as loss_fn= "
+            "(see docs/per-sample.md)"
+        )
         if not self._warned:
             self._warned = True
-            log.info(
-                "OnTheFly records no per-sample loss: give a loss function with a 'reduction' "
-                "option (loss_fn=) or return %r (a Tensor[batch]) from the training step",
-                PER_SAMPLE_KEY,
-            )
+            log.info("OnTheFly: %s", self.store.unrecorded)
 
 
 def _returned_values(outputs: Any, n: int) -> SampleValues | None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from onthefly.callbacks._termination import SigtermHandler
 from onthefly.callbacks.commands import Boundary, CommandRegistry
 from onthefly.distributed.control import RankSync
 
@@ -70,6 +71,7 @@ class RunSession:
         self._listeners: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
         self.ranks = RankSync(self)
         """The control rounds of a distributed run (inactive with a single process)."""
+        self._sigterm = SigtermHandler()
 
     @property
     def active(self) -> bool:
@@ -96,7 +98,10 @@ class RunSession:
         """Start the server on global rank 0; a second call is a no-op.
 
         In a distributed run every rank must call it (the ranks form their control group).
+        From here until :meth:`close`, SIGTERM ends the run as Ctrl+C does (see
+        :mod:`onthefly.callbacks._termination`), where the script has not claimed it.
         """
+        self._sigterm.install()
         self.ranks.start(trainer)
         if self._server is not None or not trainer.is_global_zero:
             return
@@ -108,18 +113,23 @@ class RunSession:
         self.state = "running"
 
     def close(self, trainer: Any, reason: str) -> None:
-        """Announce the end of the run and shut the server down (removes the discovery file)."""
-        server = self._server
-        if server is None:
-            self._remove_workdir()
-            return
-        try:
-            self.quiesce()
-            self.set_state("finished", trainer, reason)
-        finally:
-            self._server = None
-            server.close()
-            self._remove_workdir()
+        """Announce the end of the run and shut the server down (removes the discovery file).
+
+        Raises:
+            Terminated: a SIGTERM came while closing (raised once the close is done).
+        """
+        with self._sigterm.closing():
+            server = self._server
+            if server is None:
+                self._remove_workdir()
+                return
+            try:
+                self.quiesce()
+                self.set_state("finished", trainer, reason)
+            finally:
+                self._server = None
+                server.close()
+                self._remove_workdir()
 
     def _remove_workdir(self) -> None:
         if self._workdir is not None:

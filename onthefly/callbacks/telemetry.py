@@ -221,7 +221,10 @@ class Telemetry(Callback):
                 self._trainer_norm = True
         losses = self._losses
         if losses:
-            values["loss"] = losses[0] if len(losses) == 1 else _mean(losses, self._lightning)
+            # Lightning divides each micro-batch loss by accumulate_grad_batches (also in a
+            # short last window); the native trainer reports them as they are.
+            divided = int(trainer.accumulate_grad_batches) if self._lightning else 1
+            values["loss"] = _step_loss(losses, divided)
             self._losses = []
         step = trainer.global_step
         self._buffer.add(int(step), int(trainer.current_epoch), values)
@@ -346,9 +349,13 @@ def _loss_of(outputs: Any) -> torch.Tensor | None:
     return None
 
 
-def _mean(losses: list[torch.Tensor], summed: bool) -> torch.Tensor:
-    # The loss of a step of several (accumulated) micro-batches. Lightning divides each
-    # micro-batch loss by their number already, so their sum is the step's mean loss; the
-    # native trainer reports raw losses.
+def _step_loss(losses: list[torch.Tensor], divided: int) -> torch.Tensor:
+    """The mean micro-batch loss of one optimizer step's window, from the losses as reported
+    (each divided by ``divided``); a short last window is averaged over its own length."""
+    if len(losses) == 1 and divided == 1:
+        return losses[0]  # the usual step: no new tensor
     stacked = torch.stack([loss.reshape(()) for loss in losses])
-    return stacked.sum() if summed else stacked.mean()
+    if divided == 1:
+        return stacked.mean()
+    total = stacked.sum()
+    return total if len(losses) == divided else total * (divided / len(losses))

@@ -4,7 +4,10 @@ Each evaluation runs at a batch boundary with the run in state ``testing``, gets
 and is published as a ``test_result``. Under Lightning it is Lightning's own test loop (the
 module's ``test_step``, ``on_test_epoch_end``, ``on_test_end`` and ``self.log`` work as in
 ``trainer.test()``); under the native trainer, ``trainer.run_test()``. Training goes on
-unaffected: modes, grad mode, optimizer, random state and data position are as before.
+unaffected: modes, grad mode, optimizer and data position are as before, and a ``test``
+command leaves every random generator as it was (the run's loaders' own included). The
+``do_test_after`` test is part of the run the user configured: it draws from the random
+generators as ``trainer.test()`` after ``fit`` (or a hand-written test loop) would.
 
 Labels: ``test_1``, ``test_2``, … numbered per run by every evaluation (commands, custom
 labels and ``do_test_after`` alike), unless the command names one. A fork's launcher is
@@ -88,7 +91,7 @@ class TestLauncher(Callback):
             return
         if limits.is_final_step(trainer, batch_idx):
             try:
-                self.run(Boundary(trainer, pl_module))
+                self.run(Boundary(trainer, pl_module), isolated=False)
             except ConfigurationError as exc:
                 log.warning("do_test_after: the test data was not evaluated: %s", exc)
 
@@ -98,12 +101,16 @@ class TestLauncher(Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.tests_run = int(state_dict.get("tests_run", 0))
 
-    def run(self, boundary: Boundary, label: str | None = None) -> dict[str, Any]:
+    def run(
+        self, boundary: Boundary, label: str | None = None, isolated: bool = True
+    ) -> dict[str, Any]:
         """Evaluate the test data now and publish the ``test_result``.
 
         Args:
             boundary: the trainer and module, at a batch boundary.
             label: the result's label; ``None`` numbers it (``test_<n>``).
+            isolated: leave every random generator as it was (a test beside training);
+                ``False`` draws as ``trainer.test()`` after ``fit`` would.
 
         Returns:
             The published ``test_result`` fields (label, step, loss, metrics, duration).
@@ -119,7 +126,7 @@ class TestLauncher(Callback):
         started = time.perf_counter()
         try:
             with _label_env(label):
-                raw = self._evaluate(trainer, label)
+                raw = self._evaluate(trainer, label, isolated)
         finally:
             self.session.set_state(previous, trainer, f"{label} done")
         self.tests_run += 1
@@ -134,10 +141,10 @@ class TestLauncher(Callback):
         self.session.publish("test_result", **result)
         return result
 
-    def _evaluate(self, trainer: Any, label: str) -> dict[str, Any]:
+    def _evaluate(self, trainer: Any, label: str, isolated: bool) -> dict[str, Any]:
         if is_lightning(trainer):
-            return run_test_loop(trainer, self.test_source)
-        return dict(trainer.run_test(label=label))
+            return run_test_loop(trainer, self.test_source, isolated=isolated)
+        return dict(trainer.run_test(label=label, isolated=isolated))
 
     def _on_command(self, boundary: Boundary, cmd: PendingCommand) -> None:
         label = getattr(cmd.command, "label", None)

@@ -55,6 +55,7 @@ def distill(
     temperature: float = 2.0,
     optimizer: OptimizerName = "sgd",
     cancelled: Callable[[], bool] | None = None,
+    strength: float = 1.0,
 ) -> dict[str, float]:
     """Train ``student`` in place toward the teachers' outputs on their slices.
 
@@ -77,16 +78,18 @@ def distill(
         optimizer: ``"sgd"`` (plain, no momentum), ``"adam"`` or ``"adamw"`` (defaults of
             :mod:`torch.optim` besides ``lr``).
         cancelled: returns ``True`` to stop before the next step.
+        strength: the weight of the distillation loss on the teachers' steps (the rest's
+            own loss keeps weight 1): below 1 the student holds on to what it knew.
 
     Returns:
         ``steps`` (steps done), ``distill_loss`` and ``own_loss`` (the last step's loss of
         each kind, ``NaN`` if none was done) and ``cancelled`` (1.0 when stopped early).
 
     Raises:
-        ConfigurationError: no teacher, ``steps`` not an integer >= 0, ``lr`` or
-            ``temperature`` not a positive finite number, an unknown optimizer, a student
-            with no trainable parameter, a source with no batch, outputs that are not
-            tensors or whose shapes differ between student and teacher.
+        ConfigurationError: no teacher, ``steps`` not an integer >= 0, ``lr``,
+            ``temperature`` or ``strength`` not a positive finite number, an unknown
+            optimizer, a student with no trainable parameter, a source with no batch,
+            outputs that are not tensors or whose shapes differ between student and teacher.
 
     Example:
         >>> stats = distill(  # doctest: +SKIP
@@ -94,7 +97,7 @@ def distill(
         ...     outputs_of=lambda m, b: m(b[0]), steps=200, lr=1e-2,
         ... )
     """
-    _check_arguments(teachers, steps, lr, temperature, optimizer)
+    _check_arguments(teachers, steps, lr, temperature, optimizer, strength)
     params = [p for p in student.parameters() if p.requires_grad]
     if not params:
         raise ConfigurationError("distill: the student has no trainable parameter")
@@ -122,7 +125,7 @@ def distill(
                 if source is None:
                     kind, loss = "own_loss", loss_of(student, batch).mean()
                 else:
-                    loss = _distill_loss(student, source, batch, outputs_of, temperature)
+                    loss = strength * _distill_loss(student, source, batch, outputs_of, temperature)
                     kind = "distill_loss"
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -148,6 +151,7 @@ def _check_arguments(
     lr: float,
     temperature: float,
     optimizer: str,
+    strength: float = 1.0,
 ) -> None:
     if len(teachers) == 0:
         raise ConfigurationError("distill: expected at least one (teacher, batches) pair, got none")
@@ -161,7 +165,7 @@ def _check_arguments(
             )
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ConfigurationError(f"steps must be an integer >= 0, got {steps!r}")
-    for name, value in (("lr", lr), ("temperature", temperature)):
+    for name, value in (("lr", lr), ("temperature", temperature), ("strength", strength)):
         if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
             raise ConfigurationError(f"{name} must be a positive finite number, got {value!r}")
     if optimizer not in _OPTIMIZERS:

@@ -1,9 +1,12 @@
 """The ``compare``, ``merge`` and ``discard_merge`` commands of :class:`ForkSpawner`.
 
 A merge builds the merged model from the run's model and the named forks
-(:mod:`onthefly.forks.merging`), evaluates both on each fork's slice, the rest of the
-training set and the validation set (the before/after report), then loads the merged weights
-*into the run's model, in place*: the parameters stay the same objects, so the user's
+(:mod:`onthefly.forks.merging`; weights the user left open are chosen on validation from a
+small grid, :mod:`onthefly.forks.merge_grid`), evaluates both on each fork's slice, the rest
+of the training set and the validation set (the before/after report), checks that the merge
+is no worse than the parent on validation (:mod:`onthefly.forks.gate`: a merge that is worse
+is reported and left unapplied unless forced), then loads the merged weights *into the run's
+model, in place*: the parameters stay the same objects, so the user's
 optimizer, scheduler and any reference to them keep working, and resuming trains the merged
 model. The optimizer's state is kept as it is by default (``optimizer="keep"``: the merged
 weights are near the parent's, so its moment estimates stay on the right scale, whereas an
@@ -33,13 +36,15 @@ import torch
 from lightning.fabric.utilities.apply_func import apply_to_collection
 from torch import nn
 
+from onthefly._representable import check_command_values
 from onthefly.distributed.group import ControlGroup
 from onthefly.distributed.replicate import broadcast_module, broadcast_optimizer
 from onthefly.errors import ConfigurationError, SessionFileError
+from onthefly.forks import baselines, gate, merge_grid
 from onthefly.forks.adapters import add_adapters
 from onthefly.forks.compare import Evaluator, Score, Target, targets
+from onthefly.forks.merge_grid import Chosen
 from onthefly.forks.merging import Merged, MergeData, Options, optimizer_kind
-from onthefly.forks.merging import merge as build
 from onthefly.forks.registry import ForkRecord
 from onthefly.forks.run import LongCommand, Refused, RunParts
 from onthefly.forks.spawn import model_copy, parent_untouched
@@ -111,7 +116,8 @@ def _evaluator(
 
 
 def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None:
-    """The ``compare`` command: one table, rows = models, columns = targets."""
+    """The ``compare`` command: one table, rows = models, columns = targets; with
+    ``baselines``, the parent trained on for each fork's budget (:mod:`.baselines`)."""
     command: Any = cmd.command
     trainer = boundary.trainer
     parts = spawner.parts(trainer)
@@ -121,17 +127,30 @@ def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
     started = time.perf_counter()
     try:
         evaluator = _evaluator(parts, records, command.rest_max, interrupts)
-        server = spawner.session.server
-        if server is not None:  # the main row is named after the run, as in the lineage
-            spawner.lineage.bind_main(server.main_run, spawner.session.run_name)
-        active = spawner.lineage.node(spawner.lineage.active)
+        active = active_node(spawner)
         rows = [{"model": active["name"], "run": active["run"], "kind": active["kind"]}]
         rows += [{"model": r.name, "run": r.run, "kind": "fork"} for r in records]
         scores = [evaluator.scores(parts.model)]
         for record in records:
             with parent_untouched():
                 scores.append(evaluator.scores(fork_model(spawner, parts.model, record)))
-        if any(s is None for s in scores):
+        notes: list[str] = []
+        if command.baselines:
+            planned, notes = baselines.plan(records, spawner.lineage.active, trainer.global_step)
+            by_name = {r.name: r for r in records}
+            for baseline in planned:
+                model, problem = baselines.train(
+                    trainer, parts, baseline, by_name[baseline.fork].indices, interrupts.check
+                )
+                if interrupts.cancelled:
+                    break
+                if model is None:
+                    notes.append(f"the baseline {baseline.name!r} failed: {problem}")
+                    continue
+                with parent_untouched():
+                    scores.append(evaluator.scores(model))
+                rows.append({**baseline.row(), "steps": baseline.steps})
+        if interrupts.cancelled or any(s is None for s in scores):
             cmd.reply(cancelled=True)
             return
         table = evaluator.table(scores)  # type: ignore[arg-type]
@@ -142,6 +161,7 @@ def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
             step=int(trainer.global_step),
             targets=table["targets"],
             rows=rows,
+            notes=notes,
             duration=time.perf_counter() - started,
         )
     finally:
@@ -155,10 +175,14 @@ def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
 class _Built:
     """A merged model and its report, not applied yet."""
 
-    merged: Merged
+    chosen: Chosen
     before: dict[str, Score]
     after: dict[str, Score]
     evaluator: Evaluator
+
+    @property
+    def merged(self) -> Merged:
+        return self.chosen.merged
 
 
 def merge(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None:
@@ -166,6 +190,7 @@ def merge(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None
     command: Any = cmd.command
     spawner.paused("a merge")
     parts = spawner.parts(boundary.trainer)
+    check_command_values(parts.model.parameters(), command.lr, command.temperature, command.weights)
     records = _records(spawner, list(command.forks))
     name = spawner.registry.check_new(command.name or _next_name(spawner), spawner.taken_names())
     interrupts = LongCommand(spawner.session, merge=name)
@@ -175,8 +200,16 @@ def merge(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None
         if built is None or interrupts.cancelled:
             cmd.reply(cancelled=True, name=name)
             return
-        report = _commit(spawner, boundary, parts, records, name, command, built)
-        cmd.reply(**report, duration=time.perf_counter() - started)
+        verdict = gate.check(built.before, built.after, command.tolerance)
+        if verdict.passed or command.force:
+            report = _commit(spawner, boundary, parts, records, name, command, built)
+        else:
+            report = _report(name, None, parent_name(spawner), records, command, built)
+            report["reason"] = verdict.reason()
+            log.warning("merge %r: %s", name, report["reason"])
+        report.update(applied=verdict.passed or command.force, gate=verdict.to_json())
+        duration = time.perf_counter() - started
+        cmd.reply(**report, duration=duration, **spawner.session.position(boundary.trainer))
     finally:
         interrupts.replay(boundary)  # what came in meanwhile runs after the answer
 
@@ -188,32 +221,37 @@ def _build(
     command: Any,
     interrupts: LongCommand,
 ) -> _Built | None:
-    """The merged model and the before/after scores; ``None`` when cancelled."""
+    """The merged model (weights chosen on the grid) and the before/after scores; ``None``
+    when cancelled."""
     evaluator = _evaluator(parts, records, command.rest_max, interrupts)
     rest = [t.indices for t in evaluator.targets if t.kind == "rest" and t.indices is not None]
+    held_out = parts.evaluator([Target("val", "val", "val")], interrupts.check)
+    score = gate.scorer(held_out if held_out is not None and parts.val is not None else evaluator)
     data = MergeData(
         train=parts.train,
         spec=evaluator.spec,
         slices=[r.indices for r in records],
         rest=rest[0].tolist() if rest else [],
-        score=_val_loss(parts, interrupts) if parts.val is not None else None,
+        score=score if parts.val is not None else None,
         cancelled=interrupts.check,
     )
     options = Options(
         weights=command.weights,
         steps=command.steps,
         lr=command.lr or float(parts.optimizer.param_groups[0]["lr"]),
-        temperature=command.temperature,
         optimizer=optimizer_kind(parts.optimizer),
+    )
+    grid = merge_grid.candidates(
+        command.method, len(records), options, command.temperature, command.strength
     )
     with parent_untouched():
         before = evaluator.scores(parts.model)
         forks = [fork_model(spawner, parts.model, r) for r in records]
-        merged = build(command.method, parts.model, forks, data, options)
-        after = evaluator.scores(merged.model)
-    if before is None or after is None:
+        chosen = merge_grid.choose(command.method, parts.model, forks, data, grid, score)
+        after = None if chosen is None else evaluator.scores(chosen.merged.model)
+    if before is None or after is None or chosen is None:
         return None
-    return _Built(merged, before, after, evaluator)
+    return _Built(chosen, before, after, evaluator)
 
 
 def _commit(
@@ -237,14 +275,40 @@ def _commit(
     server = session.server
     assert server is not None  # commands come from the server
     step = int(trainer.global_step)
-    lineage.bind_main(server.main_run, session.run_name)
-    parent = lineage.node(lineage.active)["name"]
+    parent = parent_name(spawner)
     run = server.add_run(name, parent=server.main_run)
     lineage.add_merge(run, name, step=step, method=command.method, sources=[r.run for r in records])
     spawner.merges.undo.append(Undo(name, run, weights, states))
     table = built.evaluator.table([built.before, built.after])
     _announce(server, run, step, table, session.run_name or server.main_run)
     spawner.publish_lineage()
+    return _report(name, run, parent, records, command, built)
+
+
+def active_node(spawner: ForkSpawner) -> dict[str, Any]:
+    """The lineage's active node (the model the run trains now; the main node named after
+    the run, as in the lineage)."""
+    server = spawner.session.server
+    if server is not None:
+        spawner.lineage.bind_main(server.main_run, spawner.session.run_name)
+    return spawner.lineage.node(spawner.lineage.active)
+
+
+def parent_name(spawner: ForkSpawner) -> str:
+    """The name of the lineage's active node (the model a merge starts from)."""
+    return str(active_node(spawner)["name"])
+
+
+def _report(
+    name: str,
+    run: str | None,
+    parent: str,
+    records: list[ForkRecord],
+    command: Any,
+    built: _Built,
+) -> dict[str, Any]:
+    """What a merge reply says, applied or not: its choice, grid and before/after table."""
+    table = built.evaluator.table([built.before, built.after])
     kept = built.merged.kept
     ingredients = [parent, *(r.name for r in records)]  # greedy's indices, the parent first
     return {
@@ -253,26 +317,14 @@ def _commit(
         "method": command.method,
         "forks": [r.name for r in records],
         "kept": None if kept is None else [ingredients[i] for i in kept],
+        "choice": built.chosen.choice,
+        "grid": built.chosen.grid,
         "optimizer": command.optimizer,
         "targets": table["targets"],
         "before": table["rows"][0],
         "after": table["rows"][1],
         "distill": built.merged.stats or None,
-        **session.position(trainer),
     }
-
-
-def _val_loss(parts: RunParts, interrupts: LongCommand) -> Any:
-    """``score(model)``: the validation loss (``NaN`` when cancelled), for greedy soups."""
-    val = parts.evaluator([Target("val", "val", "val")], interrupts.check)
-    assert val is not None
-
-    def score(model: nn.Module) -> float:
-        scores = val.scores(model)
-        loss = None if scores is None else scores["val"].loss
-        return float("nan") if loss is None else loss
-
-    return score
 
 
 def _apply(parts: RunParts, merged: nn.Module, optimizer: str) -> tuple[dict[str, Any], list[Any]]:

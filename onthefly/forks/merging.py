@@ -6,7 +6,8 @@ data and models:
 
 * ``soup`` — the (weighted) average of parent and forks, BatchNorm statistics recomputed over
   a fixed sample of the training set;
-* ``greedy`` — greedy soup scored by the validation loss (so it needs a validation loader);
+* ``greedy`` — greedy soup scored on validation (the error rate of a classifier, else the
+  loss: :func:`onthefly.forks.gate.figure`; so it needs a validation loader);
 * ``fisher`` — each model's diagonal Fisher on its own data (a fork's slice; for the parent,
   the rest of the training set), Fisher-weighted average, BatchNorm recomputed;
 * ``distill`` — a copy of the parent trained toward each fork's outputs on its slice and on
@@ -55,7 +56,8 @@ class MergeData:
         spec: the run's loss function.
         slices: each fork's slice (training-set indices), in the order of the forks.
         rest: training-set indices outside the slices (a sample).
-        score: the validation loss of a model (``greedy``), or ``None`` without validation data.
+        score: a model's validation figure, lower is better (``greedy``), or ``None``
+            without validation data.
         cancelled: ``True`` stops a distillation early.
     """
 
@@ -75,6 +77,7 @@ class Options:
     steps: int = 100
     lr: float | None = None
     temperature: float = 2.0
+    strength: float = 1.0
     optimizer: str = "sgd"
 
 
@@ -142,7 +145,7 @@ def merge(
     if method == "greedy":
         if data.score is None:
             raise ConfigurationError(
-                "a greedy soup scores models by their validation loss; this run has no "
+                "a greedy soup scores models on the validation set; this run has no "
                 "validation loader (pass val_loader= to fit())"
             )
         merged, kept = soup.greedy_soup(models, data.score, bn, forward)
@@ -207,6 +210,7 @@ def _distill(
         temperature=options.temperature,
         optimizer=options.optimizer,  # type: ignore[arg-type]
         cancelled=data.cancelled,
+        strength=options.strength,
     )
     return Merged(student, stats=stats)
 

@@ -48,6 +48,7 @@ class ForkRecord:
         parent_slice_loss: the parent's mean loss on that slice when forked.
         message: why it failed.
         has_weights: whether its weights file was written.
+        warnings: what the fork was warned about (a narrow slice).
     """
 
     name: str
@@ -66,6 +67,7 @@ class ForkRecord:
     message: str | None = None
     has_weights: bool = False
     created: float = field(default_factory=time.time)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def adapter_rank(self) -> int | None:

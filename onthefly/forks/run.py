@@ -96,7 +96,10 @@ def run_parts(trainer: Any, inputs: Any) -> RunParts:
 def check_paused(state: str, what: str) -> None:
     """Raise :class:`Refused` unless the run's ``state`` is ``paused``."""
     if state != "paused":
-        raise Refused("invalid_state", f"{what} needs a paused run (it is {state}); pause it first")
+        raise Refused(
+            "invalid_state",
+            f"{what} needs a paused run (it is {state}); pause it first (`onthefly pause`)",
+        )
 
 
 class LongCommand(Interrupts):

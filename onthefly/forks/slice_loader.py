@@ -81,9 +81,7 @@ def subset_loader(
     Raises:
         ConfigurationError: ``drop_last`` with fewer samples than one batch.
     """
-    size = int(
-        batch_size or loader.batch_size or getattr(loader.batch_sampler, "batch_size", None) or 1
-    )
+    size = batch_size_of(loader, batch_size)
     drop = loader.drop_last if drop_last is None else drop_last
     if drop and len(indices) < size:
         raise ConfigurationError(
@@ -96,8 +94,15 @@ def subset_loader(
         batch_size=size,
         shuffle=_shuffles(loader.sampler) if shuffle is None else shuffle,
         drop_last=drop,
-        generator=_generator_copy(loader.generator),
+        generator=generator_copy(loader.generator),
         persistent_workers=persistent_workers and loader.num_workers > 0,
+    )
+
+
+def batch_size_of(loader: DataLoader, batch_size: int | None = None) -> int:
+    """``batch_size`` when given, else ``loader``'s (also from a batch sampler; 1 if none)."""
+    return int(
+        batch_size or loader.batch_size or getattr(loader.batch_sampler, "batch_size", None) or 1
     )
 
 
@@ -107,8 +112,9 @@ def _shuffles(sampler: Any) -> bool:
     return isinstance(sampler, RandomSampler)
 
 
-def _generator_copy(generator: torch.Generator | None) -> torch.Generator | None:
-    # A copy, so that the fork's shuffles never advance the parent loader's generator.
+def generator_copy(generator: torch.Generator | None) -> torch.Generator | None:
+    """A copy of ``generator`` (``None`` stays ``None``), so that a fork's shuffles never
+    advance the parent loader's generator."""
     if generator is None:
         return None
     twin = torch.Generator(device=generator.device)

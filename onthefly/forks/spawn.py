@@ -212,6 +212,7 @@ def _train_native(
         grad_clip_norm=getattr(default_step, "_grad_clip_norm", None),
         progress_bar=False,
         session=False,
+        batch_keys=getattr(parent, "batch_keys", None),  # the slice's batches are the run's
     )
     if getattr(parent, "_custom_training_step", False):  # the user's own step
         fork.training_step(parent._training_step)

@@ -1,8 +1,10 @@
-"""One evaluation epoch (validation or test): eval mode, no grad, RNG untouched.
+"""One evaluation epoch (validation or test): eval mode, no grad, train mode restored.
 
-Evaluation never changes training: gradients are off, train mode is restored, and the random
-state is forked, so iterating an evaluation DataLoader (which draws a seed) or a random
-augmentation does not shift the training run's shuffling or dropout.
+The random state is left to the caller: a validation the user configured draws what the
+hand-written loop draws (creating a DataLoader iterator draws its workers' base seed, a
+random augmentation draws its own), while an evaluation that runs beside training (a test
+command, a callback's ``run_validation()``) is wrapped by the trainer so that it changes
+no generator (see ``docs/hook-order.md``).
 """
 
 from __future__ import annotations
@@ -58,8 +60,7 @@ def evaluate(
     """
     model = state.model
     was_training = model.training
-    rng_devices = [state.device] if state.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=rng_devices), torch.no_grad():
+    with torch.no_grad():
         model.eval()
         try:
             with hooks.paired(stage), hooks.paired(f"{stage}_epoch"):

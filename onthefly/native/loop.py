@@ -12,7 +12,9 @@
     on_fit_end
 
 ``trainer.should_stop`` and ``max_steps`` are checked before every batch, ``max_epochs`` before
-every epoch, as Lightning does; so a callback may raise ``max_epochs`` mid-run to extend it.
+every epoch, as Lightning does; so a callback may raise ``max_epochs`` mid-run to extend it. An
+epoch whose loader yields no batch at all is a :class:`~onthefly.errors.ConfigurationError`:
+with ``max_steps`` alone it would otherwise never end.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from onthefly.dataloaders import release_workers
 from onthefly.distributed.sharding import set_sampler_epoch
+from onthefly.errors import ConfigurationError
 from onthefly.native.device import to_device
 from onthefly.native.step import checked_output
 from onthefly.sessions.data_position import TrackedLoader
@@ -96,20 +99,25 @@ class FitLoop:
                     scheduler.step(trainer.callback_metrics["val_loss"])
 
     def _run_batches(self, loader: Iterable[Any]) -> bool:
-        """Run the epoch's batches; ``True`` when the loader was exhausted."""
+        """Run the epoch's batches; ``True`` when the epoch ran to its end.
+
+        The iterator is read until it raises ``StopIteration``, as a ``for`` loop reads it:
+        a sampler with its own generator draws from it once more when it runs out (a
+        ``RandomSampler`` draws the permutation tail), and stopping at ``len(loader)``
+        instead would shift every later epoch's order away from a hand-written loop's.
+        """
         total = _length(loader)
         batches = iter(loader)
         # An iterator resumed mid-epoch (onthefly.sessions) says which batch it starts at.
         batch_idx = getattr(batches, "start_batch", 0)
         try:
             while not (self.trainer.should_stop or self.steps_done):
-                if batch_idx == total:
-                    return True
                 try:
                     batch = next(batches)
                 except StopIteration:
-                    return True
-                self._run_batch(batch, batch_idx)
+                    return self._not_empty(batch_idx)
+                if not self._run_batch(batch, batch_idx):
+                    return False  # ended at the batch's start: it was not trained on
                 batch_idx += 1
         except BaseException:
             # An epoch cut short by an exception (Ctrl+C included) leaves its iterator alive
@@ -120,7 +128,19 @@ class FitLoop:
             raise
         return batch_idx == total
 
-    def _run_batch(self, raw: Any, batch_idx: int) -> None:
+    def _not_empty(self, batches: int) -> bool:
+        """``True`` (the epoch is complete), unless it had no batch from its start."""
+        if batches:
+            return True
+        raise ConfigurationError(
+            f"the training loader yielded no batch in epoch {self.trainer.current_epoch}; "
+            "expected at least one (is the dataset empty, or smaller than a batch with "
+            "drop_last=True? an iterator or generator is used up after one epoch: pass a "
+            "DataLoader or a list, which can be iterated every epoch)"
+        )
+
+    def _run_batch(self, raw: Any, batch_idx: int) -> bool:
+        """Train on one batch; ``False`` when a batch-start hook ended the epoch instead."""
         trainer = self.trainer
         state = trainer._state
         assert state is not None
@@ -134,7 +154,12 @@ class FitLoop:
         # hooks.paired spelt out: this runs at every batch. If the step raises, the end hook is
         # skipped, as in Lightning (the exception goes to on_exception instead).
         hooks = trainer._hooks
-        hooks.call("on_train_batch_start", batch, batch_idx)
+        try:
+            hooks.call("on_train_batch_start", batch, batch_idx)
+        except StopIteration:
+            # As Lightning's epoch loop (2.6) does: a batch-start hook that raises it ends the
+            # epoch before the step (e.g. a stop that came while the run waited there).
+            return False
         outputs = checked_output(trainer._training_step(batch, state), "training")
         trainer.callback_metrics.update(outputs)
         # Per-step schedules follow real optimizer steps (none while accumulating).
@@ -144,3 +169,4 @@ class FitLoop:
         hooks.call("on_train_batch_end", outputs, batch, batch_idx)
         if trainer._progress.enabled:
             trainer._progress.advance(trainer.global_step, outputs["loss"])
+        return True

@@ -41,11 +41,12 @@ class ProgressBar:
         """Count one batch; refresh the step and loss text when ``REFRESH_S`` has passed."""
         if self._bar is None:
             return
-        self._bar.update(1)
         now = time.monotonic()
         if now - self._last_refresh >= REFRESH_S:
             self._last_refresh = now
+            # Before update(), which redraws: the bar shows the batch it just counted.
             self._bar.set_postfix(step=step, loss=f"{loss.item():.4g}", refresh=False)
+        self._bar.update(1)
 
     def close(self) -> None:
         """Close the current bar, if any."""

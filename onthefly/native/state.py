@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -14,8 +14,11 @@ from onthefly.native.precision import Autocast
 
 
 @dataclass
-class StepState:
+class StepState(Mapping[str, Any]):
     """The run as a step function sees it; one object per run, updated before each call.
+
+    Each field reads as an attribute (``state.model``) or as a key (``state["model"]``, the
+    spelling of steps written for the original OnTheFly); ``dict(state)`` lists them all.
 
     Attributes:
         model: the user's model, already on ``device``.
@@ -45,6 +48,19 @@ class StepState:
         ...     state.scaler.update()
         ...     state.optimizer.zero_grad()
         ...     return {"loss": loss}
+
+        The same step as a mapping:
+
+        >>> @trainer.training_step
+        ... def step(batch, state):
+        ...     x, y = batch
+        ...     with state["autocast"]:
+        ...         loss = state["loss_fn"](state["model"](x.to(state["device"])), y)
+        ...     state["scaler"].scale(loss).backward()
+        ...     state["scaler"].step(state["optimizer"])
+        ...     state["scaler"].update()
+        ...     state["optimizer"].zero_grad()
+        ...     return {"loss": loss.detach()}
     """
 
     model: nn.Module
@@ -60,6 +76,17 @@ class StepState:
     batch_idx: int = 0
     _hooks: Hooks | None = field(default=None, repr=False)
 
+    def __getitem__(self, key: str) -> Any:
+        if key not in _KEYS:
+            raise KeyError(f"{key!r}: the step state has no such field; expected one of {_KEYS}")
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_KEYS)
+
+    def __len__(self) -> int:
+        return len(_KEYS)
+
     def backward(self, loss: torch.Tensor) -> None:
         """``scaler.scale(loss).backward()`` between the ``on_before_backward`` and
         ``on_after_backward`` hooks (a plain ``loss.backward()`` works too, without those hooks).
@@ -72,3 +99,7 @@ class StepState:
         self.scaler.scale(loss).backward()
         if self._hooks is not None:
             self._hooks.call("on_after_backward")
+
+
+_KEYS = tuple(f.name for f in fields(StepState) if not f.name.startswith("_"))
+"""The fields a step may read as keys."""

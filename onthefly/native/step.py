@@ -1,5 +1,9 @@
 """The default training and evaluation steps: unpack ``(x, y)``, ``loss_fn(model(x), y)``.
 
+Batches are unpacked by :func:`unpack` (tuples, lists, dicts with common keys or the
+trainer's ``batch_keys``), and the model's output is reduced to the predictions the loss
+gets by :func:`predictions` (a tensor; the first item of a tuple; ``logits``).
+
 The default training step does what a plain PyTorch loop does, in Lightning's hook order::
 
     forward under autocast -> on_before_zero_grad -> optimizer.zero_grad(set_to_none=True)
@@ -21,36 +25,111 @@ from onthefly.native.hooks import Hooks
 from onthefly.native.state import StepState
 from onthefly.samples.slot import observe
 
-INPUT_KEYS = ("x", "input", "inputs")
+INPUT_KEYS = ("x", "input", "inputs", "image", "images", "pixel_values", "input_ids")
+"""Dict keys of the model input, in the order they are looked for."""
 TARGET_KEYS = ("y", "target", "targets", "label", "labels")
+"""Dict keys of the target, in the order they are looked for."""
+MODEL_KEYWORDS = ("attention_mask", "token_type_ids")
+"""Keys kept with ``input_ids``: the model is called ``model(input_ids=…, attention_mask=…)``."""
+
+BatchKeys = tuple[str, str]
+"""``(input_key, target_key)`` of the dict batches, given as ``Trainer(batch_keys=…)``."""
+
+_OWN_STEP = "or register your own step with @trainer.training_step (and @trainer.validation_step)"
 
 
-def unpack(batch: Any) -> tuple[Any, Any]:
+def unpack(batch: Any, keys: BatchKeys | None = None) -> tuple[Any, Any]:
     """Split a batch into ``(inputs, targets)``.
 
-    Accepts ``(x, y, ...)`` tuples or lists (extra items are ignored) and dicts keyed by one of
-    :data:`INPUT_KEYS` and one of :data:`TARGET_KEYS`.
+    Accepts ``(x, y, ...)`` tuples or lists (extra items are ignored) and dicts: keyed by
+    ``keys`` when given, else by the first of :data:`INPUT_KEYS` and the first of
+    :data:`TARGET_KEYS` present (``image``/``label``, ``pixel_values``/``labels``,
+    ``input_ids``/``labels``, ``input``/``target``, ``x``/``y``, …). With ``input_ids``,
+    the :data:`MODEL_KEYWORDS` present are kept with it: the inputs are then a dict, which
+    :func:`call_model` passes as keyword arguments.
+
+    Args:
+        batch: one batch, as the loader yields it.
+        keys: ``(input_key, target_key)`` for dict batches; ``None``: the common keys.
 
     Raises:
-        ConfigurationError: for any other batch.
+        ConfigurationError: for any other batch (the message names the keys it found).
+
+    Example:
+        >>> unpack({"image": 1, "label": 2})
+        (1, 2)
     """
     if isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) >= 2:
         return batch[0], batch[1]
     if isinstance(batch, Mapping):
-        x_key = next((k for k in INPUT_KEYS if k in batch), None)
-        y_key = next((k for k in TARGET_KEYS if k in batch), None)
-        if x_key is not None and y_key is not None:
-            return batch[x_key], batch[y_key]
+        x_key, y_key = (
+            keys if keys is not None else (_first(batch, INPUT_KEYS), _first(batch, TARGET_KEYS))
+        )
+        if x_key is not None and y_key is not None and x_key in batch and y_key in batch:
+            return _inputs(batch, x_key), batch[y_key]
         found = ", ".join(repr(k) for k in batch)
+        expected = (
+            f"the keys {keys}"
+            if keys is not None
+            else f"one of {INPUT_KEYS} and one of {TARGET_KEYS}; name yours with "
+            "Trainer(batch_keys=(input_key, target_key))"
+        )
         raise ConfigurationError(
-            f"the default step found no input/target in a dict batch with keys {found}; expected "
-            f"one of {INPUT_KEYS} and one of {TARGET_KEYS}, or register your own step with "
-            "@trainer.training_step (and @trainer.validation_step)"
+            f"the default step found no input/target in a dict batch with keys {found}; "
+            f"expected {expected}, {_OWN_STEP}"
         )
     raise ConfigurationError(
         f"the default step cannot unpack a batch of type {type(batch).__name__}; expected an "
-        "(x, y, ...) tuple/list or a dict with input and target keys, or register your own step "
-        "with @trainer.training_step (and @trainer.validation_step)"
+        f"(x, y, ...) tuple/list or a dict with input and target keys, {_OWN_STEP}"
+    )
+
+
+def _first(batch: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
+    return next((k for k in names if k in batch), None)
+
+
+def _inputs(batch: Mapping[str, Any], key: str) -> Any:
+    if key != "input_ids":
+        return batch[key]
+    extra = {k: batch[k] for k in MODEL_KEYWORDS if k in batch}
+    return {key: batch[key], **extra} if extra else batch[key]
+
+
+def call_model(model: Any, inputs: Any) -> Any:
+    """``model(inputs)``; inputs that :func:`unpack` made a dict go as keyword arguments."""
+    return model(**inputs) if type(inputs) is dict else model(inputs)
+
+
+def predictions(output: Any) -> Any:
+    """What the loss function gets of a model's output.
+
+    A tensor as it is; of a tuple or list its first element (``(logits, features)``); of a
+    dict its ``"logits"``; of another object its ``.logits`` (Hugging Face model outputs).
+
+    Raises:
+        ConfigurationError: for an output none of these rules applies to.
+
+    Example:
+        >>> predictions((1, 2))
+        1
+    """
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, (tuple, list)) and output:
+        return output[0]
+    if isinstance(output, Mapping):
+        if "logits" in output:
+            return output["logits"]
+        found = ", ".join(repr(k) for k in output)
+    elif hasattr(output, "logits"):
+        return output.logits
+    else:
+        found = None
+    got = f"a dict with keys {found}" if found is not None else f"a {type(output).__name__}"
+    raise ConfigurationError(
+        f"the default step cannot tell the predictions in the model's output ({got}); "
+        "expected a tensor, a tuple/list (its first item), a dict with 'logits' or an object "
+        f"with .logits, {_OWN_STEP}"
     )
 
 
@@ -66,17 +145,50 @@ def batch_size(batch: Any) -> int:
     return 1
 
 
-def _loss(batch: Any, state: StepState) -> tuple[torch.Tensor, torch.Tensor, Any]:
+def _loss(
+    batch: Any, state: StepState, keys: BatchKeys | None
+) -> tuple[torch.Tensor, torch.Tensor, Any]:
     if state.loss_fn is None:
         raise ConfigurationError(
             "the default step needs a loss function; pass loss_fn= to fit() or register your own "
             "step with @trainer.training_step"
         )
-    x, y = unpack(batch)
+    x, y = unpack(batch, keys)
     with state.autocast:
-        preds = state.model(x)
-        loss = state.loss_fn(preds, y)
+        preds = predictions(call_model(state.model, x))
+        try:
+            loss = state.loss_fn(preds, y)
+        except Exception as exc:
+            if isinstance(preds, torch.Tensor):
+                raise  # the user's loss and tensors: their error is the clearest
+            raise ConfigurationError(_unusable_output(preds, exc)) from exc
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        tensor = isinstance(loss, torch.Tensor)
+        got = f"a tensor of shape {tuple(loss.shape)}" if tensor else repr(loss)
+        raise ConfigurationError(
+            f"loss_fn returned {got}; the default step expected a scalar tensor to call "
+            "backward() on (a loss with reduction='none' needs .mean()), or register your own "
+            "step with @trainer.training_step"
+        )
     return loss, preds, y
+
+
+def _unusable_output(preds: Any, exc: Exception) -> str:
+    if isinstance(preds, Mapping):
+        what = f"a {type(preds).__name__} with keys {sorted(map(str, preds))}"
+        fix = "loss_fn=lambda out, y: F.cross_entropy(out['logits'], y)"
+    elif isinstance(preds, Sequence) and not isinstance(preds, str):
+        what = f"a {type(preds).__name__} of {len(preds)} items"
+        fix = "loss_fn=lambda out, y: F.cross_entropy(out[0], y)"
+    else:
+        what = f"a {type(preds).__name__}"
+        fix = "a loss_fn that takes this output"
+    return (
+        f"the model returned {what}, which loss_fn could not take ({type(exc).__name__}: {exc}); "
+        "the default step computes loss_fn(model(x), y): return a tensor from forward, pass a "
+        f"loss_fn that takes the output (e.g. {fix}), or register your own step with "
+        "@trainer.training_step (and @trainer.validation_step)"
+    )
 
 
 def _update_metrics(state: StepState, preds: torch.Tensor, target: Any) -> None:
@@ -92,19 +204,24 @@ class DefaultTrainingStep:
     Args:
         hooks: the run's hook dispatcher.
         grad_clip_norm: clip the global gradient norm to this value; ``None`` never clips.
+        batch_keys: ``(input_key, target_key)`` of dict batches; ``None``: the common keys
+            (see :func:`unpack`).
 
     Attributes:
         grad_norm: the total gradient norm returned by ``clip_grad_norm_`` at the last step
             (a tensor, before clipping), or ``None`` when not clipping.
     """
 
-    def __init__(self, hooks: Hooks, grad_clip_norm: float | None) -> None:
+    def __init__(
+        self, hooks: Hooks, grad_clip_norm: float | None, batch_keys: BatchKeys | None = None
+    ) -> None:
         self._hooks = hooks
         self._grad_clip_norm = grad_clip_norm
+        self._batch_keys = batch_keys
         self.grad_norm: torch.Tensor | None = None
 
     def __call__(self, batch: Any, state: StepState) -> dict[str, Any]:
-        loss, preds, target = _loss(batch, state)
+        loss, preds, target = _loss(batch, state, self._batch_keys)
         observe(state.loss_fn, preds, target)  # per-sample losses, when recording
         optimizer, scaler = state.optimizer, state.scaler
         self._hooks.call("on_before_zero_grad", optimizer)
@@ -124,11 +241,35 @@ class DefaultTrainingStep:
         return {"loss": loss}  # detached once, by checked_output
 
 
-def default_evaluation_step(batch: Any, state: StepState) -> dict[str, Any]:
-    """The validation/test step used when none is registered: the loss, and metric updates."""
-    loss, preds, target = _loss(batch, state)
-    _update_metrics(state, preds, target)
-    return {"loss": loss}
+class DefaultEvaluationStep:
+    """The validation/test step used when none is registered: the loss, and metric updates.
+
+    Args:
+        batch_keys: as for :class:`DefaultTrainingStep`.
+    """
+
+    def __init__(self, batch_keys: BatchKeys | None = None) -> None:
+        self._batch_keys = batch_keys
+
+    def __call__(self, batch: Any, state: StepState) -> dict[str, Any]:
+        loss, preds, target = _loss(batch, state, self._batch_keys)
+        _update_metrics(state, preds, target)
+        return {"loss": loss}
+
+
+def check_batch_keys(keys: Any) -> BatchKeys | None:
+    """``keys`` as given to ``Trainer(batch_keys=…)``, checked.
+
+    Raises:
+        ConfigurationError: unless ``keys`` is ``None`` or two strings.
+    """
+    if keys is None:
+        return None
+    if isinstance(keys, (tuple, list)) and len(keys) == 2 and all(isinstance(k, str) for k in keys):
+        return (keys[0], keys[1])
+    raise ConfigurationError(
+        f"batch_keys={keys!r}; expected (input_key, target_key), two dict keys of the batches"
+    )
 
 
 def checked_output(output: Any, step: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
 import torch
@@ -32,7 +32,9 @@ from onthefly.native.optimizer_steps import observe_steps
 from onthefly.native.precision import make_autocast, make_scaler, parse_precision
 from onthefly.native.progress import ProgressBar
 from onthefly.native.state import StepState
-from onthefly.native.step import DefaultTrainingStep, default_evaluation_step
+from onthefly.native.step import DefaultEvaluationStep, DefaultTrainingStep, check_batch_keys
+from onthefly.sessions import loader_rng
+from onthefly.sessions.data_position import TrackedLoader
 
 _log = logging.getLogger("onthefly")
 
@@ -63,7 +65,9 @@ class Trainer:
             limits is required. Both stay writable during the run (``trainer.max_epochs``, or
             Lightning's spelling ``trainer.fit_loop.max_epochs``).
         do_test_after: evaluate ``test_loader`` when training ends (done by the session).
-        val_every_n_epochs: validate on ``val_loader`` every n epochs; ``0`` never.
+        val_every_n_epochs: validate on ``val_loader`` every n epochs; ``0`` never. ``None``
+            (not given) is ``0``, and ``fit`` with a ``val_loader`` then logs that validation
+            is off.
         callbacks: Lightning callbacks (or any objects with Lightning-named hook methods).
         precision: ``"32"``, ``"bf16-mixed"`` or ``"16-mixed"`` (autocast; a gradient scaler
             only for ``"16-mixed"`` on CUDA).
@@ -74,6 +78,9 @@ class Trainer:
             (validation and test copies as ``val_acc`` / ``test_acc``). torchmetrics' input
             checks read values back from the device; ``validate_args=False`` avoids that sync.
         progress_bar: show a tqdm bar (epoch, step, loss) on stderr.
+        batch_keys: ``(input_key, target_key)`` of dict batches for the default steps;
+            ``None``: the common keys (``image``/``label``, ``input_ids``/``labels``, …; see
+            ``docs/per-sample.md``).
         session: attach the OnTheFly session (live dashboard). ``None`` (default) means on,
             unless the environment sets ``ONTHEFLY_SESSION=0``; ``False`` runs the bare loop.
         **session_options: further keyword arguments for the session callback
@@ -95,7 +102,7 @@ class Trainer:
         max_epochs: int | None = None,
         max_steps: int | None = None,
         do_test_after: bool = False,
-        val_every_n_epochs: int = 0,
+        val_every_n_epochs: int | None = None,
         callbacks: Sequence[object] | object = (),
         precision: str | int = "32",
         device: str | torch.device | None = None,
@@ -103,10 +110,14 @@ class Trainer:
         metrics: Mapping[str, Any] | None = None,
         progress_bar: bool = True,
         session: bool | None = None,
+        batch_keys: tuple[str, str] | None = None,
         **session_options: Any,
     ) -> None:
         if not isinstance(project, str) or not project.strip():
             raise ConfigurationError(f"project={project!r}; expected a non-empty name")
+        self._validation_given = val_every_n_epochs is not None
+        if val_every_n_epochs is None:
+            val_every_n_epochs = 0
         if not isinstance(val_every_n_epochs, int) or val_every_n_epochs < 0:
             raise ConfigurationError(
                 f"val_every_n_epochs={val_every_n_epochs!r}; expected an int >= 0 (0: never)"
@@ -152,9 +163,12 @@ class Trainer:
         self._hooks = Hooks(self, self.callbacks)
         self._metrics = StageMetrics(metrics, self.device)
         self._progress = ProgressBar(progress_bar and self.is_global_zero)
-        self._default_step = DefaultTrainingStep(self._hooks, grad_clip_norm)
+        self.batch_keys = check_batch_keys(batch_keys)
+        self._default_step = DefaultTrainingStep(self._hooks, grad_clip_norm, self.batch_keys)
         self._training_step: Callable[[Any, StepState], Any] = self._default_step
-        self._validation_step: Callable[[Any, StepState], Any] = default_evaluation_step
+        self._validation_step: Callable[[Any, StepState], Any] = DefaultEvaluationStep(
+            self.batch_keys
+        )
         self._custom_training_step = False
         self._state: StepState | None = None
         self._fitting = False
@@ -227,6 +241,8 @@ class Trainer:
         counts the optimizer's real steps in ``global_step`` and fires
         ``on_before_optimizer_step`` before each; ``state.backward(loss)`` fires the backward
         hooks. The returned dict must hold ``"loss"``; other keys go to ``callback_metrics``.
+        ``state`` reads as attributes (``state.optimizer``) or as a mapping
+        (``state["optimizer"]``, as steps written for the original OnTheFly do).
 
         Args:
             fn: the step function; returned unchanged.
@@ -313,6 +329,11 @@ class Trainer:
             self._custom_training_step,
         )
         assert model is not None and optimizer is not None
+        if val_loader is not None and not self._validation_given:
+            _log.warning(
+                "validation is off: fit() got a val_loader, but the Trainer no "
+                "val_every_n_epochs; pass onthefly.Trainer(val_every_n_epochs=1) to run it"
+            )
         # A process group the script initialised after creating the trainer counts too.
         self.global_rank, self.world_size = rank_and_world_size()
         self.is_global_zero = self.global_rank == 0
@@ -357,11 +378,18 @@ class Trainer:
             finally:
                 self._fitting = False
 
-    def run_validation(self) -> dict[str, Any]:
+    def run_validation(self, isolated: bool | None = None) -> dict[str, Any]:
         """Evaluate ``val_loader`` now (firing the ``on_validation_*`` hooks).
 
-        Usable after ``fit`` or from a callback at a batch boundary during it; training is not
-        affected (eval mode and no grad for the duration, RNG state restored).
+        Usable after ``fit`` or from a callback at a batch boundary during it, in eval mode
+        and without grad for the duration (the previous mode is restored).
+
+        Args:
+            isolated: leave every random generator as it was (the global ones and the run's
+                loaders' own), so that training afterwards draws exactly what it would have
+                drawn without this evaluation. ``None`` (default): isolated when called
+                during ``fit`` (an evaluation beside training); after ``fit`` it draws what
+                a hand-written evaluation loop draws, as ``lightning.Trainer.validate`` does.
 
         Returns:
             ``{"loss": mean loss over samples, **metrics}``; also in ``callback_metrics`` as
@@ -370,18 +398,19 @@ class Trainer:
         Raises:
             ConfigurationError: before ``fit``, or without a ``val_loader``.
         """
-        return _numbers(self._run_evaluation("validation"))
+        return _numbers(self._run_evaluation("validation", isolated))
 
-    def run_test(self, label: str | None = None) -> dict[str, Any]:
+    def run_test(self, label: str | None = None, isolated: bool | None = None) -> dict[str, Any]:
         """Evaluate ``test_loader`` now (firing the ``on_test_*`` hooks in Lightning's order).
 
         Usable after ``fit`` (then wrapped in ``setup``/``teardown`` with ``stage="test"``, like
-        ``lightning.Trainer.test``) or from a callback at a batch boundary during it; training is
-        not affected (eval mode and no grad for the duration, RNG state restored).
+        ``lightning.Trainer.test``) or from a callback at a batch boundary during it, in eval
+        mode and without grad for the duration (the previous mode is restored).
 
         Args:
             label: a name for this evaluation, readable by callbacks as
                 ``trainer.evaluation_label`` during the ``on_test_*`` hooks.
+            isolated: as for :meth:`run_validation` (``None``: isolated during ``fit``).
 
         Returns:
             ``{"loss": mean loss over samples, **metrics}``; also in ``callback_metrics`` as
@@ -392,7 +421,7 @@ class Trainer:
         """
         self.evaluation_label = label
         try:
-            return _numbers(self._run_evaluation("test"))
+            return _numbers(self._run_evaluation("test", isolated))
         finally:
             self.evaluation_label = None
 
@@ -430,7 +459,7 @@ class Trainer:
             reduce=mean_over_ranks if self.world_size > 1 else None,
         )
 
-    def _run_evaluation(self, stage: str) -> dict[str, torch.Tensor]:
+    def _run_evaluation(self, stage: str, isolated: bool | None) -> dict[str, torch.Tensor]:
         validating = stage == "validation"
         method = "run_validation" if validating else "run_test"
         arg = "val_loader" if validating else "test_loader"
@@ -438,10 +467,17 @@ class Trainer:
             raise ConfigurationError(f"{method}() needs a model: call fit() first")
         if getattr(self, arg) is None:
             raise ConfigurationError(f"{method}() found no {arg}; pass {arg}= to fit()")
-        if self._fitting:
-            return self._evaluate(stage)
-        with self._stage("validate" if validating else "test"):
-            return self._evaluate(stage)
+        if isolated is None:
+            isolated = self._fitting
+        loaders = [
+            TrackedLoader.unwrap(loader)
+            for loader in (self.train_loader, self.val_loader, self.test_loader)
+        ]
+        with loader_rng.preserved(loaders) if isolated else nullcontext():
+            if self._fitting:
+                return self._evaluate(stage)
+            with self._stage("validate" if validating else "test"):
+                return self._evaluate(stage)
 
     @contextmanager
     def _stage(self, stage: str) -> Iterator[None]:

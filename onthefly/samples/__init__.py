@@ -5,6 +5,7 @@ into a run; each module here has one job:
 
 * :mod:`~onthefly.samples.capture` — per-sample losses from the training step's own loss call;
 * :mod:`~onthefly.samples.slot` — where a training batch's values are reported (the loss tap);
+* :mod:`~onthefly.samples.loss_mode` — the functional losses a training step calls;
 * :mod:`~onthefly.samples.attribution` — the dataset index of every sample of a batch;
 * :mod:`~onthefly.samples.buffer` — device values shipped to the host in batches;
 * :mod:`~onthefly.samples.store` — O(dataset) running statistics per sample;

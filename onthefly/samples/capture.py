@@ -34,6 +34,25 @@ from torch.nn import functional as F
 
 _CLASS_INDEX_FUNCTIONS = (F.cross_entropy, F.nll_loss)
 
+FUNCTIONAL_LOSSES = frozenset(
+    {
+        F.cross_entropy,
+        F.nll_loss,
+        F.binary_cross_entropy,
+        F.binary_cross_entropy_with_logits,
+        F.mse_loss,
+        F.l1_loss,
+        F.smooth_l1_loss,
+        F.huber_loss,
+        F.kl_div,
+    }
+)
+"""The functional losses recognised when a training step calls them (see :func:`call_spec`)."""
+
+_SUMMED = ("sum", "batchmean")
+"""Reductions whose one-sample value is the sum over the sample's elements (``kl_div``'s
+``"batchmean"`` divides by the batch size, which is 1 for a sample alone)."""
+
 
 @dataclass(frozen=True)
 class LossSpec:
@@ -156,6 +175,28 @@ def _unreduced_call(module: nn.Module) -> Callable[[torch.Tensor, torch.Tensor],
     return unreduced
 
 
+def call_spec(fn: Callable[..., Any], options: dict[str, Any]) -> LossSpec:
+    """How one call of a functional loss reduces, from the options it was called with.
+
+    Args:
+        fn: one of :data:`FUNCTIONAL_LOSSES`.
+        options: the call's keyword arguments (the inputs and targets passed positionally).
+
+    Example:
+        >>> call_spec(F.mse_loss, {"reduction": "sum"}).reduction
+        'sum'
+    """
+    class_index = fn in _CLASS_INDEX_FUNCTIONS
+    weight = options.get("weight")
+    return LossSpec(
+        unreduced=functools.partial(fn, **{**options, "reduction": "none"}),
+        reduction=str(options.get("reduction", "mean")),
+        class_index=class_index,
+        weight=lambda: weight if class_index else None,
+        ignore_index=options.get("ignore_index", -100) if class_index else None,
+    )
+
+
 def _function_spec(fn: Callable[..., Any]) -> LossSpec | None:
     base, bound = fn, {}
     if isinstance(fn, functools.partial):
@@ -222,7 +263,7 @@ def per_sample(
     if spec.class_index and _is_class_index(preds, target):
         return _class_index_values(spec, preds, target, elements, n, correctness, scores)
     flat = elements.reshape(n, -1).float()
-    loss = flat.sum(1) if spec.reduction == "sum" else flat.mean(1)
+    loss = flat.sum(1) if spec.reduction in _SUMMED else flat.mean(1)
     return SampleValues(loss)
 
 

@@ -8,11 +8,13 @@ export time from the selection's split and source.
 
 Paths are validated: the directory must exist, and the file name must be a bare name — a
 name with a separator, ``..``, or that resolves (through links) outside the directory is
-refused, so a crafted name cannot write elsewhere.
+refused, so a crafted name cannot write elsewhere. A file already there is replaced only when
+asked (``overwrite``).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -28,6 +30,7 @@ import pyarrow.parquet as pq
 import torch
 
 from onthefly.errors import ConfigurationError
+from onthefly.protocol import FILE_EXISTS
 from onthefly.samples.store import SampleView
 
 FORMATS = {"csv": ".csv", "parquet": ".parquet", "json": ".json"}
@@ -41,6 +44,7 @@ def target_path(directory: str | Path, name: str, fmt: str) -> Path:
     Raises:
         ConfigurationError: an unknown format, a relative or missing directory, or a name
             that is not a bare file name inside it.
+        OSError: the file system could not look the path up (e.g. a name too long).
 
     Example:
         >>> target_path("/tmp", "hard", "csv")
@@ -64,8 +68,13 @@ def target_path(directory: str | Path, name: str, fmt: str) -> Path:
     if not name.endswith(FORMATS[fmt]):
         name += FORMATS[fmt]
     path = folder / name
-    root = folder.resolve()
-    if path.resolve().parent != root:
+    try:
+        root = folder.resolve()
+        resolved = path.resolve()
+    except RuntimeError as exc:  # a loop of links
+        raise OSError(errno.ELOOP, f"{path} cannot be resolved ({exc})") from exc
+    os.lstat(root)  # what the file system refuses (a name too long) is an OSError here
+    if resolved.parent != root:
         raise ConfigurationError(f"{name!r} resolves outside {str(root)!r}; expected a file in it")
     return path
 
@@ -143,16 +152,20 @@ def _plain(value: Any) -> Any:
     return _SKIP
 
 
-def write(data: pa.Table, path: Path, fmt: str) -> int:
+def write(data: pa.Table, path: Path, fmt: str, overwrite: bool = False) -> int:
     """Write ``data`` to ``path`` in ``fmt``; returns the file's size in bytes.
 
-    The file is written beside ``path`` and renamed over it, so whatever was at ``path`` is
-    replaced, never written into: not a named pipe (which would block the training thread),
-    not a file someone else planted there, not an earlier export (intact if this one fails).
+    The file is written beside ``path`` and renamed over it, so whatever was at ``path`` (with
+    ``overwrite``) is replaced, never written into: not a named pipe (which would block the
+    training thread), not a file someone else planted there, not an earlier export (intact if
+    this one fails).
 
     Raises:
+        FileExistsError: something is at ``path`` and ``overwrite`` is false (its
+            ``strerror`` ends in :data:`onthefly.protocol.FILE_EXISTS`).
         OSError: the file could not be written (full disk, no permission); nothing is left.
     """
+    _refuse_existing(path, overwrite)
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     os.close(handle)
     temp = Path(name)
@@ -165,11 +178,17 @@ def write(data: pa.Table, path: Path, fmt: str) -> int:
         else:
             rows = [{k: _json_value(v) for k, v in row.items()} for row in data.to_pylist()]
             temp.write_text(json.dumps(rows, allow_nan=False), encoding="utf-8")
+        _refuse_existing(path, overwrite)  # again: one may have appeared while writing
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
     return path.stat().st_size
+
+
+def _refuse_existing(path: Path, overwrite: bool) -> None:
+    if not overwrite and os.path.lexists(path):
+        raise FileExistsError(errno.EEXIST, f"{path} {FILE_EXISTS}")
 
 
 def _nested(kind: pa.DataType) -> bool:

@@ -29,7 +29,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
 from onthefly.dataloaders import loader_like
-from onthefly.native.step import batch_size, unpack
+from onthefly.native.step import BatchKeys, batch_size, call_model, predictions, unpack
 from onthefly.samples.attribution import ids_from_batch
 from onthefly.samples.capture import LossSpec, host_values, per_sample
 from onthefly.samples.store import ScanResult
@@ -128,6 +128,7 @@ def run_scan(
     on_progress: Callable[[Progress], None] | None = None,
     progress_every_s: float = 0.25,
     cancelled: Callable[[], bool] = lambda: False,
+    batch_keys: BatchKeys | None = None,
 ) -> ScanResult | None:
     """Evaluate every sample of ``loader``'s data with the current ``model``.
 
@@ -142,6 +143,8 @@ def run_scan(
         on_progress: called about every ``progress_every_s`` seconds, and at the end.
         progress_every_s: seconds between two progress calls.
         cancelled: checked before each batch; ``True`` abandons the scan.
+        batch_keys: ``(input_key, target_key)`` of dict batches (see
+            :func:`~onthefly.native.step.unpack`).
 
     Returns:
         The result, or ``None`` when cancelled.
@@ -162,9 +165,9 @@ def run_scan(
             if cancelled():
                 return None
             batch = raw if device.type == "cpu" else move_data_to_device(raw, device)
-            x, y = unpack(batch)
+            x, y = unpack(batch, batch_keys)
             n = int(y.shape[0]) if isinstance(y, torch.Tensor) and y.ndim else batch_size(batch)
-            preds = model(x)
+            preds = predictions(call_model(model, x))
             # Small class scores are kept: correctness and margins are then computed once on
             # the host, from them (fewer kernels per batch).
             on_host = embedding_fn is None and _small(preds, n)

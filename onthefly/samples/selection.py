@@ -1,15 +1,17 @@
 """Selections: named, reusable sets of samples of a run (hard samples, a tail, a cluster).
 
 A selection is made from one split's :class:`~onthefly.samples.store.SampleView` by one
-criterion and keeps the samples' ids (dataset indices), highest loss first. Criteria:
+criterion and keeps the samples' ids (dataset indices), highest loss first (a region: in its
+ranking's order). Criteria:
 
 * ``top`` — the ``k`` highest losses;
 * ``range`` — losses in ``[loss_min, loss_max]`` (either bound may be open);
 * ``quantile`` — losses at or above the ``q``-quantile (the upper tail);
-* ``region`` — a data-map region (needs training dynamics, i.e. the train split's training
-  source): ``ambiguous`` is the ``fraction`` of samples with the highest variability of the
-  gold-label probability; among the others, ``easy`` is the ``fraction`` with the highest
-  mean confidence and ``hard`` the ``fraction`` with the lowest;
+* ``region`` — a data-map region, ``easy``, ``ambiguous``, ``hard`` or ``mislabeled``
+  (:mod:`~onthefly.samples.regions`; needs training dynamics, i.e. the train split's training
+  source), ranked most typical first;
+* ``box`` — the samples within bounds of confidence and variability (a rectangle drawn on
+  the data map);
 * ``cluster`` — cluster ``cluster`` of a ``k``-means over loss, confidence, margin (and the
   user's embedding), numbered by decreasing mean loss.
 
@@ -28,12 +30,11 @@ import torch
 
 from onthefly.errors import ConfigurationError
 from onthefly.samples import clustering
+from onthefly.samples.regions import box_rows, region_rows
 from onthefly.samples.store import SampleView
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 """A selection's name: also the default export file name, so no path separators."""
-
-REGIONS = ("easy", "ambiguous", "hard")
 
 
 @dataclass(frozen=True)
@@ -46,16 +47,24 @@ class Criterion:
     loss_max: float | None = None
     q: float | None = None
     region: str | None = None
-    fraction: float = 1 / 3
+    fraction: float | None = None
+    size: int | None = None
+    with_correctness: bool = False
+    confidence: tuple[float | None, float | None] = (None, None)
+    variability: tuple[float | None, float | None] = (None, None)
     cluster: int = 0
 
     def describe(self) -> dict[str, Any]:
         """The criterion's fields that apply, as JSON-ready values."""
+        if self.kind == "box":
+            (c0, c1), (v0, v1) = self.confidence, self.variability
+            bounds = {"confidence_min": c0, "confidence_max": c1}
+            return {"kind": "box", **bounds, "variability_min": v0, "variability_max": v1}
         fields = {
             "top": ("k",),
             "range": ("loss_min", "loss_max"),
             "quantile": ("q",),
-            "region": ("region", "fraction"),
+            "region": ("region", "fraction", "size", "with_correctness"),
             "cluster": ("k", "cluster"),
         }[self.kind]
         return {"kind": self.kind, **{name: getattr(self, name) for name in fields}}
@@ -69,6 +78,9 @@ class Criterion:
             return f"q{_num(self.q)}"
         if self.kind == "region":
             return str(self.region)
+        if self.kind == "box":
+            (c0, c1), (v0, v1) = self.confidence, self.variability
+            return f"box-c{_num(c0)}-{_num(c1)}-v{_num(v0)}-{_num(v1)}"
         return f"cluster-{self.cluster}-of-{self.k}"
 
 
@@ -156,7 +168,16 @@ def choose(view: SampleView, criterion: Criterion) -> tuple[np.ndarray, dict[str
         extra["threshold"] = threshold
         mask = finite & (loss >= threshold)
     elif criterion.kind == "region":
-        mask = _region(view, str(criterion.region), criterion.fraction)
+        ranked = region_rows(
+            view,
+            str(criterion.region),
+            criterion.fraction,
+            criterion.size,
+            criterion.with_correctness,
+        )
+        return ranked, extra
+    elif criterion.kind == "box":
+        return box_rows(view, criterion.confidence, criterion.variability), extra
     elif criterion.kind == "cluster":
         assert criterion.k is not None
         if not 0 <= criterion.cluster < criterion.k:
@@ -171,35 +192,11 @@ def choose(view: SampleView, criterion: Criterion) -> tuple[np.ndarray, dict[str
         mask = found.labels == criterion.cluster
     else:
         raise ConfigurationError(
-            f"unknown criterion {criterion.kind!r}; expected top, range, quantile, region or "
-            "cluster"
+            f"unknown criterion {criterion.kind!r}; expected top, range, quantile, region, box "
+            "or cluster"
         )
     rows = np.flatnonzero(mask)
     return rows[np.argsort(-np.nan_to_num(loss[rows], nan=-np.inf), kind="stable")], extra
-
-
-def _region(view: SampleView, region: str, fraction: float) -> np.ndarray:
-    if region not in REGIONS:
-        raise ConfigurationError(f"region={region!r}; expected one of {', '.join(REGIONS)}")
-    if view.source != "training":
-        raise ConfigurationError(
-            "data-map regions need training dynamics; expected split='train' with the training "
-            "source (a scan sees each sample once)"
-        )
-    usable = np.isfinite(view.variability) & np.isfinite(view.confidence)
-    if usable.sum() < 3:
-        raise ConfigurationError("the data map needs at least 3 samples seen in training")
-    variability = np.where(usable, view.variability, -np.inf)
-    ambiguous = usable & (variability >= np.quantile(view.variability[usable], 1 - fraction))
-    if region == "ambiguous":
-        return ambiguous
-    rest = usable & ~ambiguous
-    if not rest.any():
-        return rest
-    confidence = view.confidence
-    if region == "easy":
-        return rest & (confidence >= np.quantile(confidence[rest], 1 - fraction))
-    return rest & (confidence <= np.quantile(confidence[rest], fraction))
 
 
 class Selections:

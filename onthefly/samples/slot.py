@@ -1,8 +1,9 @@
 """Where a training batch's per-sample values are reported: the slot armed for the batch.
 
-:class:`LossTap` wraps a loss *module*'s ``forward`` for the duration of ``fit`` (both
-drivers) and the native trainer's default step calls :func:`observe` for plain loss
-functions; both report to the :class:`Slot` armed for the current training batch on the
+:class:`LossTap` hooks a loss *module*'s calls for the duration of ``fit`` (both drivers),
+:class:`~onthefly.samples.loss_mode.LossMode` sees the functional losses a training step
+calls, and the native trainer's default step calls :func:`observe` for plain loss
+functions; all report to the :class:`Slot` armed for the current training batch on the
 training thread, which keeps the first value (computed by
 :func:`~onthefly.samples.capture.per_sample`). A ``per_sample_loss`` that the step returns
 itself wins over the slot's value (the tracker reads it at the batch's end).
@@ -46,8 +47,11 @@ class Slot:
         if key not in self.specs:
             self.specs[key] = describe_loss(loss_fn)
         spec = self.specs[key]
-        if spec is None:
-            return
+        if spec is not None:
+            self.keep(spec, preds, target)
+
+    def keep(self, spec: LossSpec, preds: Any, target: Any) -> None:
+        """Compute and keep the batch's values from a described loss call."""
         # With one class target per sample the (small) scores are kept and the copy to the
         # host takes one argmax for many batches, instead of one kernel per step.
         self.values = per_sample(spec, preds, target, self.n, correctness=False, scores=True)
@@ -79,10 +83,10 @@ def observe(loss_fn: Any, preds: Any, target: Any) -> None:
 
 
 class LossTap:
-    """Wraps a loss module's ``forward`` so its calls report to the armed slot.
+    """Reports a loss module's calls to the armed slot, through a forward hook.
 
-    Only the module instance is changed (an instance attribute shadows the class's
-    ``forward``), and :meth:`remove` puts it back.
+    A forward hook (``register_forward_hook``) is PyTorch's public way to observe a module's
+    calls: the module itself is not changed, and :meth:`remove` takes the hook away.
 
     Args:
         module: the user's loss module.
@@ -94,23 +98,16 @@ class LossTap:
 
     def __init__(self, module: nn.Module) -> None:
         self.module = module
-        self._own = module.__dict__.get("forward")
-        original = self._own if self._own is not None else module.forward
 
-        def forward(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
+        def hook(module: nn.Module, args: Any, kwargs: Any, result: Any) -> None:
             slot = getattr(_local, "slot", None)  # armed_slot(), inlined: runs at every step
             if slot is not None and slot.values is None:
                 preds = args[0] if args else kwargs.get("input")
                 target = args[1] if len(args) > 1 else kwargs.get("target")
                 slot.report(module, preds, target)
-            return result
 
-        module.__dict__["forward"] = forward
+        self._handle = module.register_forward_hook(hook, with_kwargs=True)
 
     def remove(self) -> None:
-        """Restore the module's own ``forward``."""
-        if self._own is None:
-            self.module.__dict__.pop("forward", None)
-        else:
-            self.module.__dict__["forward"] = self._own
+        """Take the hook away."""
+        self._handle.remove()

@@ -4,9 +4,10 @@
 latest loss, step and epoch last seen, count, running mean and variance of the loss and of
 the gold-label probability ``p = exp(-loss)`` (the data map's *confidence* and
 *variability*), and correctness where the loss has class targets — with vectorised updates
-(Chan's parallel form of Welford's algorithm, so a sample seen twice in one chunk is
-counted twice). :class:`ScanResult` holds one full pass over a split. :class:`SampleStore`
-keeps both and answers with a :class:`SampleView`, the common shape every query reads.
+(Welford's algorithm over the distinct samples of a chunk at a time; a sample seen twice in
+one chunk is folded twice, in order). :class:`ScanResult` holds one full pass over a split.
+:class:`SampleStore` keeps both and answers with a :class:`SampleView`, the common shape
+every query reads.
 """
 
 from __future__ import annotations
@@ -66,32 +67,48 @@ class TrainingStats:
         return int(self.arrays["count"].shape[0])
 
     def update(self, chunk: Chunk) -> None:
-        """Fold one chunk of observations in (``NaN`` losses and negative ids are skipped)."""
+        """Fold one chunk of observations in (``NaN`` losses and negative ids are skipped).
+
+        A sample seen several times in the chunk is folded once per observation, in order,
+        so the result does not depend on where chunks begin and end: a resumed run that
+        ships its values at other moments ends with exactly the same numbers.
+        """
         keep = ~np.isnan(chunk.loss) & (chunk.ids >= 0)
         if not keep.any():
             return
         ids = chunk.ids[keep]
-        loss = chunk.loss[keep].astype(np.float64)
         self._grow(int(ids.max()) + 1)
-        a = self.arrays
-        unique, inverse, seen, last = _groups(ids, self.size)
-        old = a["count"][unique]
-        a["count"][unique] = old + seen
-        _merge(a["loss_mean"], a["loss_m2"], unique, inverse, seen, old, loss)
-        _merge(a["conf_mean"], a["conf_m2"], unique, inverse, seen, old, np.exp(-loss))
-        a["loss_last"][unique] = chunk.loss[keep][last]
-        a["step_last"][unique] = chunk.step[keep][last]
-        a["epoch_last"][unique] = chunk.epoch[keep][last]
-        correct = chunk.correct[keep]
-        known = ~np.isnan(correct)
-        if known.any():
-            m = len(unique)
-            a["correct_sum"][unique] += np.bincount(inverse[known], correct[known], minlength=m)
-            a["correct_count"][unique] += np.bincount(inverse[known], minlength=m)
-        labels = chunk.label[keep][last]
-        labelled = ~np.isnan(labels)
-        a["label"][unique[labelled]] = labels[labelled]
+        columns = [chunk.loss, chunk.step, chunk.epoch, chunk.correct, chunk.label]
+        columns = [column[keep] for column in columns]
+        for rows in _rounds(ids, self.size):
+            self._fold(ids[rows], *(column[rows] for column in columns))
         self.last_step = max(self.last_step, int(chunk.step.max()))
+
+    def _fold(
+        self,
+        ids: np.ndarray,
+        loss32: np.ndarray,
+        step: np.ndarray,
+        epoch: np.ndarray,
+        correct: np.ndarray,
+        labels: np.ndarray,
+    ) -> None:
+        """One observation each of distinct ``ids``."""
+        a = self.arrays
+        loss = loss32.astype(np.float64)
+        old = a["count"][ids]
+        total = old + 1
+        a["count"][ids] = total
+        _merge(a["loss_mean"], a["loss_m2"], ids, old, total, loss)
+        _merge(a["conf_mean"], a["conf_m2"], ids, old, total, np.exp(-loss))
+        a["loss_last"][ids] = loss32
+        a["step_last"][ids] = step
+        a["epoch_last"][ids] = epoch
+        known = ~np.isnan(correct)
+        a["correct_sum"][ids[known]] += correct[known]
+        a["correct_count"][ids[known]] += 1
+        labelled = ~np.isnan(labels)
+        a["label"][ids[labelled]] = labels[labelled]
 
     def _grow(self, size: int) -> None:
         if size <= self.size:
@@ -120,39 +137,39 @@ def _empty(name: str, size: int) -> np.ndarray:
     return np.full(size, fill, dtype=_DTYPES[name])
 
 
-def _groups(ids: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A chunk's distinct ids, each position's group, the group sizes and each group's last
-    position (its latest values).
+def _rounds(ids: np.ndarray, size: int) -> list[np.ndarray]:
+    """The chunk's positions in rounds of distinct ids, in order: every id's first
+    observation, then every second one, and so on (positions stay in chunk order).
 
     Within an epoch every id comes once, so the distinct case is checked first, in O(n),
-    sparing the two sorts of the general case (most of the fold's time).
+    sparing the sort of the general case.
     """
     positions = np.arange(ids.shape[0])
     slots = np.empty(size, np.int64)
     slots[ids] = positions
     if (slots[ids] == positions).all():  # a repeated id keeps only one of its positions
-        return ids, positions, np.ones(ids.shape[0], np.int64), positions
-    unique, inverse = np.unique(ids, return_inverse=True)
-    reverse = np.unique(ids[::-1], return_index=True)[1]
-    return unique, inverse, np.bincount(inverse), ids.shape[0] - 1 - reverse
+        return [positions]
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+    group_start = np.repeat(starts, np.diff(np.r_[starts, len(ids)]))
+    occurrence = np.empty(len(ids), np.int64)
+    occurrence[order] = np.arange(len(ids)) - group_start
+    return [positions[occurrence == r] for r in range(int(occurrence.max()) + 1)]
 
 
 def _merge(
     mean: np.ndarray,
     m2: np.ndarray,
-    unique: np.ndarray,
-    inverse: np.ndarray,
-    seen: np.ndarray,
+    ids: np.ndarray,
     old: np.ndarray,
+    total: np.ndarray,
     values: np.ndarray,
 ) -> None:
-    """Chan et al.'s merge of a chunk's per-id mean and M2 into the running ones."""
-    chunk_mean = np.bincount(inverse, values) / seen
-    chunk_m2 = np.bincount(inverse, (values - chunk_mean[inverse]) ** 2)
-    total = old + seen
-    delta = chunk_mean - mean[unique]
-    mean[unique] += delta * seen / total
-    m2[unique] += chunk_m2 + delta**2 * old * seen / total
+    """Welford's update of the running mean and M2 of distinct ``ids`` with one value each."""
+    delta = values - mean[ids]
+    mean[ids] += delta / total
+    m2[ids] += delta**2 * old / total
 
 
 @dataclass
@@ -264,6 +281,7 @@ class SampleStore:
     def __init__(self) -> None:
         self.training = TrainingStats()
         self.scans: dict[str, ScanResult] = {}
+        self.unrecorded: str | None = None  # why training gives no per-sample values, if known
 
     def view(self, split: str, source: Source | None = None) -> SampleView:
         """The per-sample columns of ``split``.
@@ -281,11 +299,14 @@ class SampleStore:
         if source == "scan":
             scan = self.scans.get(split)
             if scan is None:
-                raise NoData(f"the {split} split was never scanned; send scan(split={split!r})")
+                raise NoData(
+                    f"the {split} split was never scanned; scan it first: "
+                    f"`onthefly scan --split {split}`"
+                )
             return _scan_view(scan)
         if split != "train":
             raise NoData(f"training statistics exist for the train split only, not {split!r}")
-        return _training_view(self.training)
+        return _training_view(self.training, self.unrecorded)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -317,10 +338,10 @@ def _scan_view(scan: ScanResult) -> SampleView:
     )
 
 
-def _training_view(stats: TrainingStats) -> SampleView:
+def _training_view(stats: TrainingStats, unrecorded: str | None) -> SampleView:
     seen = np.flatnonzero(stats.count > 0)
     if len(seen) == 0:
-        raise NoData("no training sample was recorded yet; train a few steps first")
+        raise NoData(unrecorded or "no training sample was recorded yet; train a few steps first")
     count = stats.count[seen]
     with np.errstate(invalid="ignore", divide="ignore"):
         correct = stats.correct_sum[seen] / stats.correct_count[seen]

@@ -386,11 +386,22 @@ class Broker:
 
     # ----------------------------------------------------------------------------- saved history
 
-    def history(self) -> Snapshot:
-        """Every run's full history (undecimated) and the log tail, as a snapshot message."""
+    def history(self, max_total_points: int | None = None) -> Snapshot:
+        """Every run's full history and the log tail, as a snapshot message.
+
+        Args:
+            max_total_points: the most points of all series together; beyond it every
+                series longer than its share is min/max-decimated to it (``None``: every
+                point, undecimated).
+        """
         with self._lock:
             capture = self._runs.capture(self._seq)
-        return Snapshot.model_validate_json(render_snapshot(capture, self.session, None))
+        windows = [window for _, _, series in capture.runs for window in series.values()]
+        total = sum(len(window.steps) for window in windows)
+        cap = None
+        if max_total_points is not None and total > max_total_points:
+            cap = max(2, max_total_points // max(1, len(windows)))
+        return Snapshot.model_validate_json(render_snapshot(capture, self.session, cap))
 
     def preload(self, saved: Snapshot) -> None:
         """Put the runs of a saved snapshot back before (or while) clients watch."""

@@ -38,6 +38,8 @@ class SessionFile:
         started_at: UNIX time the session started.
         session: the session id (as in ``hello`` and every event).
         url: the dashboard address, token included.
+        viewing: for a read-only ``onthefly view`` of an exported session, the file it
+            serves; ``None`` for a live training run.
     """
 
     pid: int
@@ -48,6 +50,7 @@ class SessionFile:
     started_at: float
     session: str
     url: str
+    viewing: str | None = None
 
 
 def home_dir(home: str | os.PathLike[str] | None = None) -> Path:
@@ -145,9 +148,11 @@ def process_alive(pid: int) -> bool:
 def _read(path: Path) -> SessionFile | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        info = SessionFile(**{key: data[key] for key in _KEYS})
+        info = SessionFile(**{key: data[key] for key in _KEYS}, viewing=data.get("viewing"))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if not (isinstance(info.pid, int) and isinstance(info.port, int)):
+        return None
+    if info.viewing is not None and not isinstance(info.viewing, str):
         return None
     return info

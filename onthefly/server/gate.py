@@ -1,5 +1,8 @@
 """The opening handshake's checks and the plain HTTP answers, as pure functions.
 
+A request whose ``Host`` is missing, repeated or malformed, or whose ``Origin`` is repeated
+or malformed, is answered 400 before anything else (a well-formed but foreign one is 403).
+
 Security model: every request must name our own host (``127.0.0.1:PORT`` or
 ``localhost:PORT``, against DNS rebinding). Websocket upgrades must also carry the
 session's token and come from an allowed origin: no browser at all (CLI, Python client,
@@ -24,6 +27,7 @@ import json
 import mimetypes
 import re
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -44,6 +48,29 @@ _CSP = (
     "form-action 'none'; frame-ancestors 'none'"
 )
 _LOOPBACK_ORIGIN = re.compile(r"http://(?:127\.0\.0\.1|localhost):(\d{1,5})")
+
+
+@dataclass(frozen=True)
+class _Shape:
+    pattern: re.Pattern[str]
+    expected: str
+
+
+# RFC 9110 / RFC 6454 shapes, kept strict: a name or an IP literal and an optional port for
+# Host; "null" or scheme://host[:port] for Origin. Anything else is malformed, not foreign.
+_AUTHORITY = r"(?:[A-Za-z0-9._~-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?"
+_SINGLE_HEADERS = (
+    ("Host", _Shape(re.compile(_AUTHORITY), "host[:port]"), True),
+    (
+        "Origin",
+        _Shape(
+            re.compile(rf"null|[A-Za-z][A-Za-z0-9+.-]*://{_AUTHORITY}"),
+            "scheme://host[:port] or null",
+        ),
+        False,
+    ),
+    ("Authorization", None, False),
+)
 
 _CONTENT_TYPES = {
     ".html": "text/html; charset=utf-8",
@@ -69,9 +96,69 @@ from VS Code.</p></body></html>
 """
 
 
+def refuse(
+    request: Request,
+    *,
+    token: str,
+    port: int,
+    live_ports: Callable[[], Collection[int]] = frozenset,
+) -> Response | None:
+    """The 400/401/403 refusing ``request``, or ``None`` when it may be served.
+
+    Malformed headers first (400), then a foreign ``Host`` (403), a method other than
+    ``GET`` (405), then for a websocket upgrade the origin (403) and the token (401). A plain
+    page request needs no token.
+
+    Args:
+        request: the request's head.
+        token: this session's secret.
+        port: this server's port.
+        live_ports: the ports of the live sessions of this session's discovery folder.
+    """
+    refused = refuse_malformed(request) or refuse_host(request, port) or _refuse_method(request)
+    if refused is None and is_upgrade(request):
+        refused = refuse_upgrade(request, token=token, port=port, live_ports=live_ports)
+    return refused
+
+
+def is_authenticated(
+    request: Request,
+    *,
+    token: str,
+    port: int,
+    live_ports: Callable[[], Collection[int]] = frozenset,
+) -> bool:
+    """Whether ``request`` is a websocket upgrade that :func:`refuse` lets through."""
+    return is_upgrade(request) and (
+        refuse(request, token=token, port=port, live_ports=live_ports) is None
+    )
+
+
+def refuse_malformed(request: Request) -> Response | None:
+    """A 400 for a missing, repeated or malformed ``Host``, or a repeated or malformed
+    ``Origin``, or a repeated ``Authorization`` (HTTP/1.1 requires exactly one ``Host``;
+    browsers send at most one ``Origin``)."""
+    for name, shape, required in _SINGLE_HEADERS:
+        values = request.headers.get_all(name)
+        if len(values) > 1:
+            expected = "exactly one" if required else "at most one"
+            return _text(
+                http.HTTPStatus.BAD_REQUEST, f"{len(values)} {name} headers; expected {expected}.\n"
+            )
+        if not values:
+            if required:
+                return _text(http.HTTPStatus.BAD_REQUEST, f"No {name} header; expected one.\n")
+        elif shape is not None and shape.pattern.fullmatch(values[0]) is None:
+            return _text(
+                http.HTTPStatus.BAD_REQUEST,
+                f"Malformed {name} header {values[0]!r}; expected {shape.expected}.\n",
+            )
+    return None
+
+
 def is_upgrade(request: Request) -> bool:
     """Whether the request asks for a websocket (anything else is a plain page request)."""
-    return "websocket" in request.headers.get("Upgrade", "").lower()
+    return any("websocket" in value.lower() for value in request.headers.get_all("Upgrade"))
 
 
 def is_sessions_request(request: Request) -> bool:
@@ -95,8 +182,9 @@ def refuse_upgrade(
         live_ports: the ports of the live sessions in this session's discovery folder;
             called only for a loopback origin on another port.
     """
-    origin = request.headers.get("Origin")
-    if origin is not None and not _allowed_origin(origin, port, live_ports):
+    origins = request.headers.get_all("Origin")
+    origin = origins[0] if len(origins) == 1 else None
+    if origins and (origin is None or not _allowed_origin(origin, port, live_ports)):
         return _text(
             http.HTTPStatus.FORBIDDEN,
             f"Origin {origin!r} is not allowed; expected the page of a live OnTheFly "
@@ -167,7 +255,8 @@ def _refuse_token(request: Request, token: str) -> Response | None:
 
 def refuse_host(request: Request, port: int) -> Response | None:
     """A 403 for a ``Host`` other than this server (defends against DNS rebinding)."""
-    host = request.headers.get("Host", "")
+    hosts = request.headers.get_all("Host")
+    host = hosts[0] if len(hosts) == 1 else ""
     if host in (f"127.0.0.1:{port}", f"localhost:{port}"):
         return None
     return _text(
@@ -217,6 +306,15 @@ def _text(status: http.HTTPStatus, text: str) -> Response:
     return Response(status.value, status.phrase, headers, body)
 
 
+def _refuse_method(request: Request) -> Response | None:
+    if request.method == "GET":
+        return None
+    text = f"Method {request.method!r} not allowed; expected GET.\n"
+    response = _text(http.HTTPStatus.METHOD_NOT_ALLOWED, text)
+    response.headers["Allow"] = "GET"
+    return response
+
+
 def _allowed_origin(origin: str, port: int, live_ports: Callable[[], Collection[int]]) -> bool:
     if origin.startswith("vscode-webview://"):
         return True
@@ -231,7 +329,8 @@ def _token_of(request: Request) -> str | None:
     values = parse_qs(urlsplit(request.path).query).get("token")
     if values:
         return values[0]
-    authorization = request.headers.get("Authorization", "")
+    authorizations = request.headers.get_all("Authorization")
+    authorization = authorizations[0] if len(authorizations) == 1 else ""
     scheme, _, credentials = authorization.partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()

@@ -16,13 +16,16 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import Snapshot
+from onthefly.server.admission import Limits
 from onthefly.server.broker import Broker, RawEvent
+from onthefly.server.console import announce, dashboard_kind
 from onthefly.server.discovery import SessionFile, remove_session, write_session
 from onthefly.server.pending import PendingCommand
 from onthefly.server.transport import Transport, bind
@@ -38,8 +41,8 @@ BUFFER_SIZE = 250_000
 _CHUNK = 2000  # events per broker call, so commands never wait long for the broker's lock
 _PUBLISHABLE = frozenset(
     {"metrics", "status", "epoch", "runtime", "log", "test_result"}
-    | {"health_result", "hparam_change", "scan_progress", "fork_progress", "lineage"}
-    | {"alert", "config"}
+    | {"health_result", "hparam_change", "hparam_error", "scan_progress", "fork_progress"}
+    | {"lineage", "alert", "config"}
 )
 _DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboard"
 
@@ -58,8 +61,11 @@ class SessionServer:
         dashboard_dir: the built dashboard served at ``/`` (default: the package's
             ``onthefly/dashboard/``).
         quiet: do not print the dashboard address and connections.
+        viewing: the exported session file a read-only server shows (named in the discovery
+            file, so that the CLI tells it apart from the live run it came from).
         read_only: serve history only: control commands are refused as ``unsupported``
             with this message (``onthefly view`` of a session file).
+        limits: the connection limits (see :mod:`onthefly.server.admission`).
 
     Raises:
         ConfigurationError: a host other than 127.0.0.1, or a port outside 0-65535.
@@ -83,7 +89,9 @@ class SessionServer:
         home: str | os.PathLike[str] | None = None,
         dashboard_dir: Path | None = None,
         quiet: bool = False,
+        viewing: str | None = None,
         read_only: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if host != HOST:
             raise ConfigurationError(
@@ -94,6 +102,7 @@ class SessionServer:
         self._requested_port = _resolve_port(port)
         self._home = home
         self._quiet = quiet
+        self._viewing = viewing
         self.session_id = secrets.token_hex(6)
         self.token = secrets.token_urlsafe(24)
         self.port = 0
@@ -110,6 +119,7 @@ class SessionServer:
             dashboard_dir=_DASHBOARD_DIR if dashboard_dir is None else dashboard_dir,
             on_connect=self._announce_client,
             home=home,
+            limits=limits,
         )
         self._buffer: deque[RawEvent] = deque()
         self._overflow = 0
@@ -121,6 +131,7 @@ class SessionServer:
         self._closed = False
         self._close_lock = threading.Lock()
         self._started_at = time.time()
+        self._announced: set[str] = set()  # the kinds of dashboard already announced
         # The main run exists before any client can ask about it.
         self._broker.publish([self._run_started(self.main_run, run_name, None)])
 
@@ -162,7 +173,7 @@ class SessionServer:
             self.close()
             raise
         if not self._quiet:
-            print(f"[onthefly] dashboard: {self.url}", flush=True)
+            announce(f"[onthefly] dashboard: {self.url}")
         return self
 
     def close(self) -> None:
@@ -245,18 +256,22 @@ class SessionServer:
             self._overflow += 1
         return run
 
-    def history_snapshot(self, timeout: float = 5.0) -> Snapshot:
-        """Every run's full history (undecimated) and the log tail, once what was published
-        so far has reached the broker (for an export).
+    def history_snapshot(
+        self, timeout: float = 5.0, max_total_points: int | None = None
+    ) -> Snapshot:
+        """Every run's full history and the log tail, once what was published so far has
+        reached the broker (for an export).
 
         Args:
             timeout: the most seconds to wait for the pump to catch up.
+            max_total_points: the most points of all series together (longer series are
+                min/max-decimated); ``None``: every point.
         """
         deadline = time.monotonic() + timeout
         while self._buffer and self._pump is not None and time.monotonic() < deadline:
             self._wake.set()
             time.sleep(PUMP_INTERVAL / 3)
-        return self._broker.history()
+        return self._broker.history(max_total_points)
 
     def preload(self, saved: Snapshot) -> None:
         """Put saved runs (from :meth:`history_snapshot`) back into this session's history."""
@@ -333,11 +348,15 @@ class SessionServer:
             started_at=self._started_at,
             session=self.session_id,
             url=self.url,
+            viewing=self._viewing,
         )
 
-    def _announce_client(self, clients: int) -> None:
-        if clients == 1 and not self._quiet:
-            print(f"[onthefly] dashboard connected on ws://{HOST}:{self.port}", flush=True)
+    def _announce_client(self, headers: Mapping[str, str]) -> None:
+        kind = dashboard_kind(headers)
+        if kind is None or self._quiet or kind in self._announced:
+            return
+        self._announced.add(kind)
+        announce(f"[onthefly] dashboard connected ({kind}) on ws://{HOST}:{self.port}")
 
 
 def _resolve_port(port: int | None) -> int:

@@ -1,8 +1,11 @@
 """The websocket transport: a ``websockets.sync`` server on daemon threads.
 
-Threads rather than asyncio because the training loop owns the main thread. Each
-connection gets its handler thread (reading frames into the broker) and a sender thread
-(writing its outbox), so one stuck client never slows another, the broker, or training.
+Threads rather than asyncio because the training loop owns the main thread. Connections
+come in through the :class:`~onthefly.server.front_door.FrontDoor`, which gives one a
+thread only once its request head is in and the connection limits allow it
+(:mod:`onthefly.server.admission`). Each websocket then gets its handler thread (reading
+frames into the broker) and a sender thread (writing its outbox), so one stuck client never
+slows another, the broker, or training.
 A client that accepts no data for ``stall_timeout`` seconds is disconnected: the socket's
 timeout makes the blocked write fail.
 
@@ -20,7 +23,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from websockets.exceptions import ConnectionClosed
@@ -29,13 +32,15 @@ from websockets.sync.server import Server, ServerConnection, serve
 
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import MAX_FRAME_BYTES
+from onthefly.server.admission import Kind, Limits
 from onthefly.server.broker import Broker, Client
 from onthefly.server.discovery import SessionFile, list_sessions
+from onthefly.server.front_door import FrontDoor
 from onthefly.server.gate import (
+    is_authenticated,
     is_sessions_request,
     is_upgrade,
-    refuse_host,
-    refuse_upgrade,
+    refuse,
     sessions_response,
     static_response,
 )
@@ -83,11 +88,12 @@ class Transport:
             :meth:`_broker_for`).
         token: the secret every websocket must present.
         dashboard_dir: the built dashboard bundle (``None``: a page says it is not built).
-        on_connect: called with the client count after each new websocket.
+        on_connect: called with the upgrade request's headers after each new websocket.
         stall_timeout: seconds before a client that accepts no data is disconnected.
         home: the OnTheFly home whose discovery folder lists the sibling sessions (their
             pages may connect here; ``GET /sessions`` lists them); default
             ``$ONTHEFLY_HOME`` or ``~/.onthefly``.
+        limits: the connection limits (see :mod:`onthefly.server.admission`).
     """
 
     def __init__(
@@ -96,11 +102,13 @@ class Transport:
         *,
         token: str,
         dashboard_dir: Path | None,
-        on_connect: Callable[[int], None] | None = None,
+        on_connect: Callable[[Mapping[str, str]], None] | None = None,
         stall_timeout: float = STALL_TIMEOUT,
         home: str | os.PathLike[str] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self._broker = broker
+        self.limits = limits or Limits()
         self._home = home
         self._token = token
         self._dashboard_dir = dashboard_dir
@@ -109,11 +117,11 @@ class Transport:
         self._connections: dict[Client, ServerConnection] = {}
         self._lock = threading.Lock()
         self._server: Server | None = None
-        self._thread: threading.Thread | None = None
+        self._door: FrontDoor | None = None
         self.port = 0
 
     def start(self, sock: socket.socket) -> None:
-        """Serve on a bound socket (see :func:`bind`) from a daemon thread."""
+        """Serve on a bound socket (see :func:`bind`) from daemon threads."""
         self.port = sock.getsockname()[1]
         self._server = serve(
             self._handle,
@@ -126,14 +134,18 @@ class Transport:
             ping_interval=None,
             max_size=4 * MAX_FRAME_BYTES,  # room to read an oversized frame and answer it
             server_header=None,
+            open_timeout=self.limits.handshake_timeout,
             logger=_LIBRARY_LOG,
         )
-        # Connection threads inherit daemon-ness from this thread, so a forgotten
-        # close() never keeps the training process alive.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="onthefly-server", daemon=True
-        )
-        self._thread.start()
+        # Connection threads are daemons, so a forgotten close() never keeps the training
+        # process alive.
+        self._door = FrontDoor(sock, self._server, self._classify, self.limits)
+        self._door.start()
+
+    @property
+    def door(self) -> FrontDoor | None:
+        """The front door while serving (its admission counts what is being served)."""
+        return self._door
 
     def close(self, flush_timeout: float = 2.0) -> None:
         """Send what is queued (up to ``flush_timeout`` s), then close every connection."""
@@ -146,21 +158,27 @@ class Transport:
             client.outbox.close()
             if not client.outbox.wait_drained(max(0.0, deadline - time.monotonic())):
                 _abort(connection)  # unblocks a sender stuck on a client that reads nothing
+        if self._door is not None:
+            self._door.stop()  # no new connection; then the library closes the open ones
         self._server.shutdown()
-        if self._thread is not None:
-            self._thread.join()
+        # The library's accept loop, which never ran, would have closed its wake-up socket.
+        with contextlib.suppress(OSError):
+            self._server.shutdown_watcher.close()
         self._server = None
+        self._door = None
 
     # ----------------------------------------------------------------------------- handshake
 
+    def _classify(self, request: Request) -> Kind:
+        authenticated = is_authenticated(
+            request, token=self._token, port=self.port, live_ports=self._live_ports
+        )
+        return Kind.AUTHENTICATED if authenticated else Kind.OTHER
+
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        refused = refuse_host(request, self.port)
-        if refused is not None:
+        refused = refuse(request, token=self._token, port=self.port, live_ports=self._live_ports)
+        if refused is not None or is_upgrade(request):
             return refused
-        if is_upgrade(request):
-            return refuse_upgrade(
-                request, token=self._token, port=self.port, live_ports=self._live_ports
-            )
         if is_sessions_request(request):
             return sessions_response(request, token=self._token, sessions=self._live_sessions)
         return static_response(self._dashboard_dir, request)
@@ -199,8 +217,8 @@ class Transport:
             daemon=True,
         )
         sender.start()
-        if self._on_connect is not None:
-            self._on_connect(broker.clients)
+        if self._on_connect is not None and connection.request is not None:
+            self._on_connect(connection.request.headers)
         try:
             for frame in connection:
                 broker.receive(client, frame, time.monotonic())

@@ -2,32 +2,42 @@
 
 :class:`SessionArchive` never runs code from the file: the manifest is JSON
 validated with pydantic, tensors go through ``torch.load(weights_only=True)``, member names
-are checked (no absolute paths, no ``..``), and member count, sizes and compression ratios
-are bounded before anything is decompressed. Checksums are verified for
-small members on every read and for all with :meth:`SessionArchive.verify`. Every problem is
-a :class:`~onthefly.errors.SessionFileError` that says what was wrong. Only the two torch
-methods import torch, so ``onthefly inspect`` runs without it.
+are checked (no absolute paths, no ``..``, no name that is both a file and a folder), and
+member count, sizes and compression ratios are bounded before anything is decompressed.
+Checksums are verified for small members on every read and for all with
+:meth:`SessionArchive.verify`. Every problem is a :class:`~onthefly.errors.SessionFileError`
+that names the member and says what was wrong. Only the two torch methods import torch, so
+``onthefly inspect`` runs without it.
+
+Memory: a JSON member is read whole (at most :attr:`Limits.max_json_bytes`) and parsed only
+once :mod:`onthefly.sessions.bounded_json` has bounded its depth and its parsed size (at most
+:attr:`Limits.max_json_memory`), so reading the largest allowed member peaks at about
+``max_json_bytes + max_json_memory``: 1 GiB, 4 times the largest member, with the defaults
+(the manifest: 64 MiB). Tensor members are read by ``torch.load`` straight from the file.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import os
 import re
 import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, cast
+from typing import IO, Any, TypeVar, cast
+
+from pydantic import BaseModel, ValidationError
 
 from onthefly.errors import SessionFileError
-from onthefly.sessions.manifest import MANIFEST_NAME, Manifest, parse_manifest
+from onthefly.sessions import bounded_json
+from onthefly.sessions.manifest import MANIFEST_NAME, Manifest, validate_manifest
 
 SUFFIX = ".otf"
 _CHUNK = 8 << 20
 _LOCAL_HEADER = b"PK\x03\x04"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+Model = TypeVar("Model", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,12 @@ class Limits:
         max_member_bytes: largest uncompressed member.
         max_total_bytes: largest sum of uncompressed members.
         max_ratio: largest uncompressed/compressed ratio of a deflated member (zip bombs).
-        max_json_bytes: largest JSON member read into memory.
+        max_json_bytes: largest JSON member read into memory (the history).
+        max_json_memory: most memory a JSON member may take once parsed (estimated before
+            parsing; see :mod:`onthefly.sessions.bounded_json`).
+        max_manifest_bytes, max_manifest_memory: the same two for ``manifest.json``, read
+            by every command that opens a file (``onthefly inspect`` reads nothing else).
+        max_json_depth: deepest nesting of a JSON member.
         verify_bytes: tensor members up to this size are checksummed on every load.
     """
 
@@ -47,7 +62,11 @@ class Limits:
     max_member_bytes: int = 64 << 30
     max_total_bytes: int = 256 << 30
     max_ratio: float = 1000.0
-    max_json_bytes: int = 512 << 20
+    max_json_bytes: int = 256 << 20
+    max_json_memory: int = 768 << 20
+    max_manifest_bytes: int = 16 << 20
+    max_manifest_memory: int = 48 << 20
+    max_json_depth: int = 64
     verify_bytes: int = 16 << 20
 
 
@@ -87,7 +106,9 @@ class SessionArchive:
                 raise SessionFileError(
                     f"{self.path} is not an OnTheFly session file: it has no {MANIFEST_NAME}"
                 )
-            self.manifest: Manifest = parse_manifest(self.read_bytes(MANIFEST_NAME), str(self.path))
+            self.manifest: Manifest = validate_manifest(
+                self.read_json(MANIFEST_NAME), str(self.path)
+            )
         except BaseException:
             self._zip.close()
             raise
@@ -114,10 +135,11 @@ class SessionArchive:
         """A member's content, checksum verified (only for small members: JSON, manifests).
 
         Raises:
-            SessionFileError: unknown member, over ``max_json_bytes``, or corrupt.
+            SessionFileError: unknown member, over ``max_json_bytes`` (``max_manifest_bytes``
+                for the manifest), or corrupt.
         """
         info = self._info(name)
-        limit = self.limits.max_json_bytes
+        limit, _ = self._json_limits(name)
         if info.file_size > limit:
             raise SessionFileError(
                 f"{self.path}: member {name} is {info.file_size} bytes; expected at most {limit}"
@@ -132,15 +154,43 @@ class SessionArchive:
         return data
 
     def read_json(self, name: str) -> Any:
-        """A JSON member, parsed.
+        """A JSON member, parsed once its depth and parsed size are known to fit the limits.
 
         Raises:
-            SessionFileError: unknown, corrupt or not JSON.
+            SessionFileError: unknown, corrupt, not JSON, nested deeper than
+                ``max_json_depth``, or larger than its memory limit once parsed.
         """
+        _, memory = self._json_limits(name)
+        text = self.read_bytes(name)
         try:
-            return json.loads(self.read_bytes(name))
-        except ValueError:
+            return bounded_json.loads(text, max_depth=self.limits.max_json_depth, max_memory=memory)
+        except bounded_json.JsonLimitError as exc:
+            raise SessionFileError(f"{self.path}: member {name} was refused: {exc}") from None
+        except (ValueError, RecursionError):
             raise SessionFileError(f"{self.path}: member {name} is not valid JSON") from None
+
+    def read_model(self, name: str, model: type[Model]) -> Model:
+        """A JSON member validated as ``model`` (e.g. the history as a ``Snapshot``).
+
+        Raises:
+            SessionFileError: as :meth:`read_json`, or the member does not fit ``model``.
+        """
+        document = self.read_json(name)
+        try:
+            return model.model_validate(document)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"])) or "(root)"
+            raise SessionFileError(
+                f"{self.path}: member {name} is not a valid {model.__name__} "
+                f"({exc.error_count()} problem(s), first at {where}: {first['msg']})"
+            ) from None
+
+    def _json_limits(self, name: str) -> tuple[int, int]:
+        limits = self.limits
+        if name == MANIFEST_NAME:
+            return limits.max_manifest_bytes, limits.max_manifest_memory
+        return limits.max_json_bytes, limits.max_json_memory
 
     def load_torch(self, name: str, map_location: Any = "cpu", verify: bool | None = None) -> Any:
         """A ``torch.save``-d member, loaded with ``weights_only=True``.
@@ -216,12 +266,17 @@ class SessionArchive:
             if not name.startswith(prefix) or name.endswith("/"):
                 continue
             target = destination.joinpath(*PurePosixPath(name[len(prefix) :]).parts)
-            target.parent.mkdir(parents=True, exist_ok=True)
             try:
+                target.parent.mkdir(parents=True, exist_ok=True)
                 with self._zip.open(info) as src, target.open("wb") as out:
                     _copy_bounded(src, out, info.file_size)
             except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
                 raise SessionFileError(f"{self.path}: member {name} is corrupt ({exc})") from None
+            except OSError as exc:  # a full disk, say; the folder is private, not named
+                reason = exc.strerror or type(exc).__name__
+                raise SessionFileError(
+                    f"{self.path}: member {name} could not be extracted ({reason})"
+                ) from None
             written.append(target)
         return written
 
@@ -251,6 +306,7 @@ def _checked_infos(
             f"{path} has {len(infos)} members; expected at most {limits.max_members}"
         )
     checked: dict[str, zipfile.ZipInfo] = {}
+    folders: set[str] = set()
     total = 0
     for info in infos:
         name = info.filename
@@ -261,6 +317,7 @@ def _checked_infos(
             )
         if name in checked:
             raise SessionFileError(f"{path} holds the member {name!r} twice")
+        _check_no_collision(path, name, checked, folders)
         if info.file_size > limits.max_member_bytes:
             raise SessionFileError(
                 f"{path}: member {name} is {info.file_size} bytes; expected at most "
@@ -281,6 +338,26 @@ def _checked_infos(
             f"{path} expands to {total} bytes; expected at most {limits.max_total_bytes}"
         )
     return checked
+
+
+def _check_no_collision(
+    path: Path, name: str, files: dict[str, zipfile.ZipInfo], folders: set[str]
+) -> None:
+    """Refuse a name that is a file of one member and a folder of another (``files/x`` and
+    ``files/x/y``): extracting both cannot work."""
+    parts = name.rstrip("/").split("/")
+    parents = ["/".join(parts[:i]) for i in range(1, len(parts))]
+    clash = next((p for p in parents if p in files), None)
+    if clash is None and not name.endswith("/") and name in folders:
+        clash = name
+    if clash is not None:
+        raise SessionFileError(
+            f"{path} has {clash!r} both as a file and as a folder of other members; expected "
+            "each name to be one or the other"
+        )
+    folders.update(parents)
+    if name.endswith("/"):
+        folders.add(name.rstrip("/"))
 
 
 def safe_member_name(name: str) -> bool:

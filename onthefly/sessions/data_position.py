@@ -1,9 +1,10 @@
 """Where the training data stands, and how to get back there in a new process.
 
 A ``DataLoader`` with ``shuffle=True`` draws its permutation seed (and its workers' base
-seed) from torch's global generator when its iterator is created and first read. So an
-epoch's data order is fixed by the global RNG state right before the iterator was created.
-:class:`TrackedLoader` wraps the training loader, remembers that state for each epoch's
+seed) from torch's global generator when its iterator is created and first read — or from
+the loader's or sampler's own generator when it has one (see :mod:`~.loader_rng`). So an
+epoch's data order is fixed by those states right before the iterator was created.
+:class:`TrackedLoader` wraps the training loader, remembers them for each epoch's
 iterator and counts the batches fetched from it; with the number of batches already
 trained on, that is the :class:`DataPosition`.
 
@@ -12,15 +13,16 @@ create the iterator, skip the batches already trained on (at the sampler, withou
 them, for a single-process map-style loader; otherwise by fetching and dropping them, which
 also replays the workers' own random draws), re-fetch any batch that was fetched but not
 yet trained on with the state it was fetched with, and finally restore the state of the
-export point. Worker processes are seeded from the same base seed, so ``num_workers > 0``
-resumes exactly too.
+export point (the loader's own generators included). Worker processes are seeded from the
+same base seed, so ``num_workers > 0`` resumes exactly too.
 
 Capturing the RNG state costs ~50 µs (NumPy's state alone ~33 µs), so a fetch keeps it only
 when it may be needed: when the fetch runs ahead of training (prefetching: an export before
 the batch is trained replays it), or when the trainer says an export may come before the
-fetched batch is trained (:attr:`TrackedIterator.trained` and :attr:`TrackedLoader.watch`).
-A loop that fetches each batch right before training it, and exports only between batches,
-thus never captures per batch.
+fetched batch is trained (:attr:`TrackedIterator.trained` and :attr:`TrackedLoader.watch`),
+and always for an epoch's first fetch (once per epoch: the batch a pause during validation
+or the epoch change holds at). A loop that fetches each batch right before training it, and
+exports only between batches, thus captures once per epoch.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from onthefly.dataloaders import release_workers
 from onthefly.samples import attribution
-from onthefly.sessions import rng
+from onthefly.sessions import loader_rng, rng
 from onthefly.sessions.rng import RngState
 
 log = logging.getLogger(__name__)
@@ -49,16 +51,20 @@ class DataPosition:
     """The position of one training loader inside an epoch.
 
     Attributes:
-        start_rng: the global RNG state right before the epoch's iterator was created
-            (``None``: unknown, e.g. a loader that was never iterated).
+        start_rng: the RNG state right before the epoch's iterator was created: the global
+            generators and the loader's own (``None``: unknown, e.g. a loader that was never
+            iterated).
         consumed: batches of this epoch already trained on.
         pending_rng: for each batch fetched but not yet trained on (prefetching), the RNG
             state right before it was fetched.
+        own_rng: the loader's own generators and samplers at the export point
+            (:func:`~.loader_rng.own_state`; ``None``: it has none, or an older file).
     """
 
     start_rng: RngState | None
     consumed: int = 0
     pending_rng: list[RngState] = field(default_factory=list)
+    own_rng: dict[str, Any] | None = None
 
     def to_state(self) -> dict[str, Any]:
         """Plain containers and tensors, for ``torch.save`` / ``weights_only`` loading."""
@@ -66,12 +72,18 @@ class DataPosition:
             "start_rng": self.start_rng,
             "consumed": self.consumed,
             "pending_rng": list(self.pending_rng),
+            "own_rng": self.own_rng,
         }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> DataPosition:
         """The inverse of :meth:`to_state`."""
-        return cls(state["start_rng"], int(state["consumed"]), list(state["pending_rng"]))
+        return cls(
+            state["start_rng"],
+            int(state["consumed"]),
+            list(state["pending_rng"]),
+            state.get("own_rng"),
+        )
 
 
 class TrackedIterator(Iterator[Any]):
@@ -95,12 +107,14 @@ class TrackedIterator(Iterator[Any]):
         start_batch: int = 0,
         replay: Iterable[tuple[RngState, Any]] = (),
         watch: Callable[[], bool] | None = None,
+        loader: Any = None,
     ) -> None:
         self.inner = inner
         self.start_rng = start_rng
         self.start_batch = start_batch
         self.trained: int | None = None
         self.watch = watch
+        self.loader = loader
         self._main_process = main_process
         self._replay: deque[tuple[RngState, Any]] = deque(replay)
         self.fetched = start_batch
@@ -112,20 +126,33 @@ class TrackedIterator(Iterator[Any]):
             self._history.append((self.fetched, state))
         else:
             if self._main_process and self._keeps_state():
-                self._history.append((self.fetched, rng.capture(cuda=False)))
+                self._history.append((self.fetched, self._capture()))
             batch = next(self.inner)
         self.fetched += 1
         return batch
 
+    def _capture(self) -> RngState:
+        return loader_rng.capture(self.loader, cuda=False)
+
     def _keeps_state(self) -> bool:
         trained = self.trained
-        if trained is None or self.fetched > trained:
+        if trained is None or self.fetched > trained or self.fetched == self.start_batch:
             return True
         return self.watch is not None and self.watch()
+
+    def exact(self, consumed: int) -> bool:
+        """Whether an export once ``consumed`` batches were trained on resumes exactly: every
+        batch fetched but not trained on was fetched outside this process or with its RNG
+        state kept (:meth:`position` warns otherwise)."""
+        if not self._main_process or self.fetched <= consumed:
+            return True
+        kept = {index for index, _ in self._history}
+        return all(index in kept for index in range(consumed, self.fetched))
 
     def position(self, consumed: int) -> DataPosition:
         """The position once ``consumed`` batches of the epoch were trained on."""
         pending = [state for index, state in self._history if index >= consumed]
+        own = loader_rng.own_state(self.loader)
         if self._main_process and not pending and self.fetched == consumed + 1:
             # A batch fetched without its state (no export was expected before its training):
             # nothing drew random numbers since its fetch unless the fetch itself did.
@@ -134,7 +161,7 @@ class TrackedIterator(Iterator[Any]):
                 "exact only if loading it drew no random numbers",
                 consumed,
             )
-            pending = [rng.capture(cuda=False)]
+            pending = [self._capture()]
         if self._main_process and len(pending) < self.fetched - consumed:
             log.warning(
                 "the loader ran %d batches ahead of training; the resumed data order is exact "
@@ -142,7 +169,7 @@ class TrackedIterator(Iterator[Any]):
                 self.fetched - consumed,
                 PREFETCH_DEPTH,
             )
-        return DataPosition(self.start_rng, consumed, pending if self._main_process else [])
+        return DataPosition(self.start_rng, consumed, pending if self._main_process else [], own)
 
 
 class TrackedLoader:
@@ -178,8 +205,10 @@ class TrackedLoader:
         if resume is not None:
             self.iterator = resume.open(self.loader)
         else:
-            start = rng.capture()
-            self.iterator = TrackedIterator(iter(self.loader), start, in_main_process(self.loader))
+            start = loader_rng.capture(self.loader)
+            self.iterator = TrackedIterator(
+                iter(self.loader), start, in_main_process(self.loader), loader=self.loader
+            )
         self.iterator.watch = self.watch
         return self.iterator
 
@@ -216,6 +245,11 @@ class TrackedLoader:
             return DataPosition(None, 0)
         return self.iterator.position(consumed)
 
+    def exact(self, consumed: int) -> bool:
+        """Whether an export after ``consumed`` trained batches resumes exactly (see
+        :meth:`TrackedIterator.exact`)."""
+        return self.iterator is None or self.iterator.exact(consumed)
+
 
 @dataclass
 class Resume:
@@ -223,7 +257,8 @@ class Resume:
 
     Args:
         position: where the loader stood.
-        rng_after: the global RNG state at the export point, restored once positioned.
+        rng_after: the global RNG state at the export point, restored once positioned
+            (with the loader's own generators of ``position.own_rng``).
     """
 
     position: DataPosition
@@ -233,7 +268,7 @@ class Resume:
         """The iterator of ``loader`` positioned as saved (the RNG is left at ``rng_after``)."""
         position = self.position
         if position.start_rng is not None:
-            rng.restore(position.start_rng)
+            loader_rng.restore(loader, position.start_rng)
         inner = iter(loader)
         _skip(loader, inner, position.consumed)
         # The skipped batches' indices were drawn from the sampler: the per-sample
@@ -241,18 +276,20 @@ class Resume:
         attribution.drop_recorded(loader, position.consumed)
         replay = []
         for state in position.pending_rng:
-            rng.restore(state)
+            loader_rng.restore(loader, state)
             try:
                 replay.append((state, next(inner)))
             except StopIteration:
                 break
         rng.restore(self.rng_after)
+        loader_rng.restore_own(loader, position.own_rng)
         return TrackedIterator(
             inner,
             position.start_rng,
             in_main_process(loader),
             start_batch=position.consumed,
             replay=replay,
+            loader=loader,
         )
 
 

@@ -77,25 +77,16 @@ class Manifest(BaseModel):
     members: dict[str, int] = Field(default_factory=dict)
 
 
-def parse_manifest(raw: bytes, source: str) -> Manifest:
-    """Validate a ``manifest.json``.
+def validate_manifest(document: Any, source: str) -> Manifest:
+    """Validate a parsed ``manifest.json``.
 
     Args:
-        raw: the member's bytes.
+        document: the parsed member.
         source: the file's name, for messages.
 
     Raises:
-        SessionFileError: the manifest is not JSON, not a session manifest, has invalid
-            fields, or comes from a newer format version.
+        SessionFileError: not a session manifest, invalid fields, or a newer format version.
     """
-    import json
-
-    try:
-        document = json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
-        raise SessionFileError(
-            f"{source}: {MANIFEST_NAME} is not valid JSON; the file is corrupt"
-        ) from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise SessionFileError(
             f"{source} is not an OnTheFly session file: its {MANIFEST_NAME} does not say "
@@ -111,7 +102,9 @@ def parse_manifest(raw: bytes, source: str) -> Manifest:
     try:
         return Manifest.model_validate(document)
     except ValidationError as exc:
+        errors = exc.errors()
         problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']}" for e in errors[:5]
         )
-        raise SessionFileError(f"{source}: invalid {MANIFEST_NAME} ({problems})") from None
+        more = f"; and {len(errors) - 5} more" if len(errors) > 5 else ""
+        raise SessionFileError(f"{source}: invalid {MANIFEST_NAME} ({problems}{more})") from None

@@ -39,7 +39,22 @@ from onthefly.sessions.manifest import (
 )
 from onthefly.sessions.writer import ArchiveWriter
 
-__all__ = ["DATA", "FILES", "HISTORY", "MODEL", "RNG", "TRAINER", "Payload", "write"]
+__all__ = [
+    "DATA",
+    "FILES",
+    "HISTORY",
+    "HISTORY_POINTS",
+    "MODEL",
+    "RNG",
+    "TRAINER",
+    "Payload",
+    "write",
+]
+
+HISTORY_POINTS = 4_000_000
+"""The most metric points an export's history keeps (longer series are min/max-decimated):
+what the reader's default limits (:class:`~onthefly.sessions.archive.Limits`) take, so that
+every exported file can be viewed and resumed."""
 
 
 @dataclass
@@ -60,17 +75,22 @@ class Payload:
     skip: frozenset[str] = field(default_factory=frozenset)
 
 
-def write(payload: Payload, path: Path) -> int:
+def write(payload: Payload, path: Path, overwrite: bool = True) -> int:
     """Write ``payload`` to ``path`` atomically.
+
+    Args:
+        payload: what the file holds.
+        path: the file.
+        overwrite: replace a file already at ``path`` (else it is refused).
 
     Returns:
         The size of the file in bytes.
 
     Raises:
-        SessionFileError: the file could not be written (e.g. the disk is full); an earlier
-            file at ``path`` is untouched.
+        SessionFileError: the file could not be written (e.g. the disk is full), or exists
+            and ``overwrite`` is false; an earlier file at ``path`` is untouched.
     """
-    with ArchiveWriter(path) as writer:
+    with ArchiveWriter(path, overwrite) as writer:
         for name, obj in payload.tensors.items():
             writer.add_torch(name, obj)
         if payload.history is not None:

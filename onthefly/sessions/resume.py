@@ -115,13 +115,19 @@ def resume_native(trainer: Any, path: str | os.PathLike[str]) -> SavedState:
     check_model(trainer.model.state_dict(), saved.model, str(saved.path))
     rest = saved.rest
     trainer.model.load_state_dict(saved.model)
-    trainer.optimizer.load_state_dict(rest["optimizer"])
-    if rest.get("scheduler") is not None and trainer.scheduler is not None:
-        trainer.scheduler.load_state_dict(rest["scheduler"])
-    if rest.get("scaler") and trainer._state is not None:
-        trainer._state.scaler.load_state_dict(rest["scaler"])
-    trainer.global_step = int(rest["global_step"])
-    trainer.current_epoch = int(rest["current_epoch"])
+    try:
+        trainer.optimizer.load_state_dict(rest["optimizer"])
+        if rest.get("scheduler") is not None and trainer.scheduler is not None:
+            trainer.scheduler.load_state_dict(rest["scheduler"])
+        if rest.get("scaler") and trainer._state is not None:
+            trainer._state.scaler.load_state_dict(rest["scaler"])
+        trainer.global_step = int(rest["global_step"])
+        trainer.current_epoch = int(rest["current_epoch"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise SessionFileError(
+            f"{saved.path}: {TRAINER} does not fit this run ({type(exc).__name__}: {exc}); "
+            "expected the optimizer and scheduler of the exported run"
+        ) from None
     trainer.load_callback_states(rest.get("callbacks", {}))
     rank = trainer.global_rank
     saved.check_world(trainer.world_size)

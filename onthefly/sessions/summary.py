@@ -6,17 +6,20 @@ import datetime
 import os
 from typing import Any
 
-from onthefly.sessions.archive import SessionArchive
+from onthefly.sessions.archive import Limits, SessionArchive
 
 _SECTIONS = (("state/", "state"), ("history/", "history"), ("files/", "files"))
 
 
-def summarize(path: str | os.PathLike[str], verify: bool = False) -> dict[str, Any]:
+def summarize(
+    path: str | os.PathLike[str], verify: bool = False, limits: Limits | None = None
+) -> dict[str, Any]:
     """The manifest and the members (name and size) of a session file.
 
     Args:
         path: the session file.
         verify: also check every member's checksum (reads the whole file).
+        limits: the bounds the file must respect (default :class:`Limits`).
 
     Raises:
         SessionFileError: the file is not a readable session file, or (``verify``) a
@@ -26,7 +29,7 @@ def summarize(path: str | os.PathLike[str], verify: bool = False) -> dict[str, A
         >>> summarize("run.otf")["manifest"]["step"]  # doctest: +SKIP
         118
     """
-    with SessionArchive(path) as archive:
+    with SessionArchive(path, limits or Limits()) as archive:
         if verify:
             archive.verify()
         members = {name: archive.size(name) for name in archive.names()}

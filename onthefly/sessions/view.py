@@ -14,7 +14,7 @@ from pathlib import Path
 
 from onthefly.protocol import Snapshot
 from onthefly.server import SessionServer
-from onthefly.sessions.archive import SessionArchive
+from onthefly.sessions.archive import Limits, SessionArchive
 from onthefly.sessions.manifest import HISTORY, Manifest
 
 
@@ -24,6 +24,7 @@ def serve(
     port: int | None = None,
     home: str | os.PathLike[str] | None = None,
     quiet: bool = False,
+    limits: Limits | None = None,
 ) -> SessionServer:
     """Start a read-only session serving ``path``'s history; the caller closes it.
 
@@ -32,6 +33,7 @@ def serve(
         port: first port to try (``None``: ``ONTHEFLY_PORT`` or 47621; ``0``: any).
         home: OnTheFly home for the discovery file.
         quiet: do not print the dashboard's address.
+        limits: the bounds the file must respect (default :class:`Limits`).
 
     Raises:
         SessionFileError: the file is not a readable session file.
@@ -41,13 +43,14 @@ def serve(
         >>> server = serve("run.otf", port=0)  # doctest: +SKIP
         >>> print(server.url); server.close()  # doctest: +SKIP
     """
-    manifest, saved = read_history(path)
+    manifest, saved = read_history(path, limits)
     server = SessionServer(
         manifest.project,
         manifest.run,
         port=port,
         home=home,
         quiet=quiet,
+        viewing=str(Path(path).resolve()),
         read_only=read_only_message(path),
     )
     if saved is not None:
@@ -55,17 +58,20 @@ def serve(
     return server.start()
 
 
-def read_history(path: str | os.PathLike[str]) -> tuple[Manifest, Snapshot | None]:
-    """A session file's manifest and its saved history (``None``: the file has none).
+def read_history(
+    path: str | os.PathLike[str], limits: Limits | None = None
+) -> tuple[Manifest, Snapshot | None]:
+    """A session file's manifest and its saved history (``None``: the file has none), read
+    within ``limits`` (default :class:`Limits`).
 
     Raises:
         SessionFileError: the file is not a readable session file.
     """
-    with SessionArchive(path) as archive:
+    with SessionArchive(path, limits or Limits()) as archive:
         manifest = archive.manifest
         if HISTORY not in archive.names():
             return manifest, None
-        return manifest, Snapshot.model_validate(archive.read_json(HISTORY))
+        return manifest, archive.read_model(HISTORY, Snapshot)
 
 
 def as_finished(saved: Snapshot, main_run: str) -> Snapshot:

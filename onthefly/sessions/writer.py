@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from onthefly.errors import SessionFileError
+from onthefly.protocol import FILE_EXISTS
 from onthefly.sessions.manifest import MANIFEST_NAME, Manifest
 
 SUFFIX = ".otf"
@@ -34,6 +35,7 @@ class ArchiveWriter:
 
     Args:
         path: the final file.
+        overwrite: replace a file already at ``path`` (else :meth:`commit` refuses it).
 
     Raises:
         SessionFileError: the temporary file cannot be created (missing or read-only
@@ -45,8 +47,9 @@ class ArchiveWriter:
         ...     writer.commit(manifest)
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, overwrite: bool = True) -> None:
         self.path = path
+        self.overwrite = overwrite
         self.sizes: dict[str, int] = {}
         try:
             handle, temp = tempfile.mkstemp(
@@ -107,6 +110,9 @@ class ArchiveWriter:
 
         Returns:
             The final path.
+
+        Raises:
+            SessionFileError: without ``overwrite``, a file appeared at :attr:`path` meanwhile.
         """
         manifest = manifest.model_copy(update={"members": dict(self.sizes)})
         self._zip.writestr(_info(MANIFEST_NAME, zipfile.ZIP_DEFLATED), manifest.model_dump_json())
@@ -114,6 +120,8 @@ class ArchiveWriter:
         self._file.flush()
         os.fsync(self._file.fileno())
         self._file.close()
+        if not self.overwrite:
+            refuse_existing(self.path)
         os.replace(self._temp, self.path)
         self._committed = True
         _fsync_directory(self.path.parent)
@@ -153,15 +161,27 @@ def _write_error(path: Path, exc: OSError) -> SessionFileError:
     )
 
 
-def export_path(raw: str | os.PathLike[str]) -> Path:
+def refuse_existing(path: Path) -> None:
+    """Raise when something (a file, a link, a pipe) is already at ``path``.
+
+    Raises:
+        SessionFileError: the message ends in :data:`onthefly.protocol.FILE_EXISTS`.
+    """
+    if os.path.lexists(path):
+        raise SessionFileError(f"{path} {FILE_EXISTS}")
+
+
+def export_path(raw: str | os.PathLike[str], overwrite: bool = False) -> Path:
     """Check where an export should go; ``.otf`` is appended when missing.
 
     Args:
         raw: the requested path (relative paths are relative to the current directory).
+        overwrite: a file already there may be replaced.
 
     Raises:
-        SessionFileError: empty, with control characters, a directory, or a parent
-            directory that does not exist.
+        SessionFileError: empty, with control characters, a directory, a parent directory
+            that does not exist or cannot be read, a name the file system refuses, or
+            (without ``overwrite``) an existing file.
     """
     text = os.fspath(raw)
     if not text.strip():
@@ -174,11 +194,19 @@ def export_path(raw: str | os.PathLike[str]) -> Path:
     if path.suffix != SUFFIX:
         path = path.with_name(path.name + SUFFIX)
     path = path.absolute()
-    if not path.parent.is_dir():
-        raise SessionFileError(
-            f"cannot export to {path}: the directory {path.parent} does not exist; expected an "
-            "existing directory"
-        )
-    if path.is_dir():
-        raise SessionFileError(f"cannot export to {path}: it is a directory; expected a file name")
+    try:
+        if not path.parent.is_dir():
+            raise SessionFileError(
+                f"cannot export to {path}: the directory {path.parent} does not exist; expected "
+                "an existing directory"
+            )
+        if path.is_dir():
+            raise SessionFileError(
+                f"cannot export to {path}: it is a directory; expected a file name"
+            )
+        os.lstat(path.parent)  # a name too long, say, is refused here rather than half-way
+    except OSError as exc:
+        raise SessionFileError(f"cannot export to {path}: {exc.strerror or exc}") from None
+    if not overwrite:
+        refuse_existing(path)
     return path

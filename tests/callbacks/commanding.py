@@ -8,6 +8,7 @@ of that very step (the first boundary after it), however loaded the machine is.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import lightning.pytorch as pl
@@ -19,6 +20,21 @@ from tests.callbacks.conftest import Connect
 def session_of(trainer: Any) -> Any:
     """The run's :class:`~onthefly.callbacks.session.RunSession`."""
     return next(cb for cb in trainer.callbacks if isinstance(cb, OnTheFly)).session
+
+
+def send_now(
+    trainer: Any, client: Any, commands: Sequence[tuple[str, dict[str, Any]]]
+) -> list[str]:
+    """Send ``commands`` and wait until the server handed them all to the training thread's
+    inbox (so they run at the next boundary the training thread reaches); their ids."""
+    inbox = session_of(trainer).server.inbox
+    waiting = inbox.qsize()
+    ids = [client.send(kind, **fields) for kind, fields in commands]
+    deadline = time.monotonic() + 30
+    while inbox.qsize() < waiting + len(ids):
+        assert time.monotonic() < deadline, "the commands never reached the inbox"
+        time.sleep(0.002)
+    return ids
 
 
 class CommandsAt(pl.Callback):
@@ -37,13 +53,7 @@ class CommandsAt(pl.Callback):
             return
         client = self.connect.client
         assert client is not None
-        inbox = session_of(trainer).server.inbox
-        waiting = inbox.qsize()
-        self.ids = [client.send(kind, **fields) for kind, fields in self.commands]
-        deadline = time.monotonic() + 30
-        while inbox.qsize() < waiting + len(self.ids):
-            assert time.monotonic() < deadline, "the commands never reached the inbox"
-            time.sleep(0.002)
+        self.ids = send_now(trainer, client, self.commands)
 
     def answers(self) -> list[dict[str, Any]]:
         """The answer frames, in command order (once the run finished)."""

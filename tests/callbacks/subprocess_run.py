@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import interruptible
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -56,10 +58,12 @@ def training(
     env["PYTHONUNBUFFERED"] = "1"
     run = Training(None, tmp / "out.txt", tmp / "err.txt", tmp / "stamps.jsonl", ranks)  # type: ignore[arg-type]
     run.stamps.touch()
-    command = [sys.executable, "-m", "tests.callbacks.run_lightning", "--stamps", str(run.stamps)]
+    script = ["tests.callbacks.run_lightning", "--stamps", str(run.stamps)]
+    # Through tests.interruptible: a test may Ctrl+C it, also when the suite ignores SIGINT.
+    command = interruptible.command("-m", *script)
     if ranks > 1:
         launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}"]
-        command = [sys.executable, *launcher, "-m", *command[2:], "--ddp"]
+        command = [sys.executable, *launcher, "-m", "tests.interruptible", "-m", *script, "--ddp"]
     with run.out.open("wb") as out, run.err.open("wb") as err:
         # Its own process group, so that torchrun's workers go with it if it must be killed.
         run.process = subprocess.Popen(

@@ -21,8 +21,11 @@ from onthefly.client import Client
 from onthefly.errors import CommandError
 from onthefly.sessions import resume
 from onthefly.sessions.archive import SessionArchive
+from tests.callbacks.commanding import CommandsAt
+from tests.callbacks.conftest import Connect
 from tests.callbacks.live import wait_for_session
 from tests.native.conftest import loader, make_model
+from tests.sessions.training import lightning_run, native_run
 
 
 class Pace(Callback):
@@ -149,3 +152,33 @@ def test_the_session_folder_goes_away_on_errors_and_ctrl_c(error: BaseException)
         )
     assert fail.workdir is not None and (fail.workdir / "checkpoints").name == "checkpoints"
     assert not fail.workdir.exists()
+
+
+@pytest.mark.parametrize("run", [native_run, lightning_run], ids=["native", "lightning"])
+def test_loading_at_a_pause_keeps_the_per_sample_history(
+    run: Any, onthefly_home: Path, tmp_path: Path
+) -> None:
+    # Load Session (import) and Restore of the state the run pauses at: training and the
+    # per-sample store go on exactly as in the run that never paused.
+    full = run(15, 2)
+    path = tmp_path / "at-pause.otf"
+    connect = Connect(onthefly_home)
+    commands = CommandsAt(
+        connect,
+        8,
+        ("pause", {}),
+        ("export", {"path": str(path)}),
+        ("import", {"path": str(path)}),
+        ("restore", {"checkpoint": "c1"}),
+        ("resume", {}),
+    )
+    loaded = run(15, 2, extra=(connect, commands))
+    answers = commands.answers()
+    assert [a["type"] for a in answers] == ["reply"] * 5, answers
+    # (Lightning runs OnTheFly's hooks after the test's: the commands land at step 8's start.)
+    assert answers[3]["data"]["loaded_step"] == answers[0]["data"]["step"] in (7, 8)
+    connect.finished().close()
+    assert loaded.losses == full.losses
+    for name, value in full.store["training"].items():
+        got = loaded.store["training"][name]
+        assert torch.equal(got, value) if isinstance(value, torch.Tensor) else got == value, name

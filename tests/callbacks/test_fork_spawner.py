@@ -92,7 +92,9 @@ def test_fork_compare_merge_discard_and_resume_from_the_merge(onthefly_home: Pat
         before = parent_state(trainer, model)
         seen["held-out"] = synthetic.loss_on(model, TASK.val, TASK.hard_val_idx)
         for method, state in (("soup", "reset"), ("fisher", "keep")):
-            merged = reply(client.call("merge", method=method, forks=["hard"], optimizer=state))
+            merged = reply(
+                client.call("merge", method=method, forks=["hard"], optimizer=state, force=True)
+            )
             seen[method] = merged
             seen[f"held-out {method}"] = synthetic.loss_on(model, TASK.val, TASK.hard_val_idx)
             if state == "keep":  # the optimizer state goes on as it was …
@@ -103,7 +105,9 @@ def test_fork_compare_merge_discard_and_resume_from_the_merge(onthefly_home: Pat
             undone = reply(client.call("discard_merge"))
             assert undone["name"] == merged["name"] and undone["active"] == "main"
             assert_same(before, parent_state(trainer, model), f"after discarding {method}")
-        seen["kept"] = reply(client.call("merge", method="fisher", forks=["hard"], name="kept"))
+        seen["kept"] = reply(
+            client.call("merge", method="fisher", forks=["hard"], name="kept", force=True)
+        )
         # Loaded in place: the run's optimizer still holds the model's own parameters.
         assert optimizer.param_groups[0]["params"][0] is next(model.parameters())
         seen["lineage"] = reply(client.call("lineage"))
@@ -113,8 +117,12 @@ def test_fork_compare_merge_discard_and_resume_from_the_merge(onthefly_home: Pat
     compare = seen["compare"]
     assert [t["name"] for t in compare["targets"]] == ["hard", "rest", "val"]
     assert [t["samples"] for t in compare["targets"]] == [200, 1800, 1000]
-    parent_row, fork_row = compare["rows"]
+    parent_row, fork_row, *baselines = compare["rows"]
     assert (parent_row["kind"], fork_row["model"]) == ("main", "hard")
+    assert [(b["model"], b["kind"]) for b in baselines] == [
+        ("continue-20", "continue"),
+        ("oversample-hard", "oversample"),
+    ]
     assert fork_row["loss"][0] < parent_row["loss"][0]
     assert fork_row["loss"][0] == pytest.approx(seen["hard"]["slice_loss"], rel=1e-6)
     for method in ("soup", "fisher"):
@@ -327,7 +335,7 @@ def test_adapter_forks_merge_by_folding_their_updates(onthefly_home: Path) -> No
         model = trainer.model
         before = {k: v.clone() for k, v in model.state_dict().items()}
         seen["fork"] = _fork(client, "lora", adapter_rank=4, lr=1e-2)
-        seen["merge"] = reply(client.call("merge", method="adapter", forks=["lora"]))
+        seen["merge"] = reply(client.call("merge", method="adapter", forks=["lora"], force=True))
         after = model.state_dict()
         seen["changed"] = sorted(k for k in before if not torch.equal(before[k], after[k]))
 
@@ -351,17 +359,20 @@ def test_lightning_forks_leave_the_parent_trainer_untouched(onthefly_home: Path)
         metrics = dict(trainer.callback_metrics)
         seen["fork"] = _fork(client, "hard")
         seen["lora"] = _fork(client, "lora", adapter_rank=2)
+        seen["compare"] = reply(client.call("compare", forks=["hard"]))  # baselines train too
         assert_same(before, parent_state(trainer, module), "parent")
         assert_same(loops, trainer.fit_loop.state_dict(), "loops")
         assert_same(metrics, dict(trainer.callback_metrics), "callback_metrics")
         assert trainer.lightning_module is module and module.trainer is trainer
-        seen["merge"] = reply(client.call("merge", method="soup", forks=["hard"]))
+        seen["merge"] = reply(client.call("merge", method="soup", forks=["hard"], force=True))
 
     run = lightning_run(onthefly_home, script)
     fork = seen["fork"]
     assert fork["status"] == "done" and fork["steps"] == 20
     assert fork["slice_loss"] < fork["parent_slice_loss"]
     assert seen["lora"]["status"] == "done"
+    rows = [r["model"] for r in seen["compare"]["rows"]]
+    assert rows == ["main", "hard", "continue-20", "oversample-hard"]
     assert seen["merge"]["after"]["loss"][0] < seen["merge"]["before"]["loss"][0]
     assert run.trainer.global_step == PAUSE_AT + 20
     assert run.client is not None
@@ -382,7 +393,7 @@ def test_an_export_keeps_the_lineage_and_the_fork_weights(
 
     def make(client: LiveClient, trainer: Any) -> None:
         _fork(client, "hard")
-        reply(client.call("merge", method="soup", forks=["hard"]))
+        reply(client.call("merge", method="soup", forks=["hard"], force=True))
         seen["lineage"] = reply(client.call("lineage"))
         reply(client.call("export", path=str(path)))
 
@@ -397,4 +408,111 @@ def test_an_export_keeps_the_lineage_and_the_fork_weights(
     saved, resumed = seen["lineage"], seen["resumed"]
     assert [n["name"] for n in resumed["nodes"]] == [n["name"] for n in saved["nodes"]]
     assert resumed["edges"] == saved["edges"] and resumed["active"] == saved["active"]
-    assert [row["model"] for row in seen["compare"]["rows"]] == ["merge-1", "hard"]
+    rows = seen["compare"]["rows"]
+    assert [row["model"] for row in rows] == ["merge-1", "hard"]  # no baselines: moved on
+    assert "forked at step 150 from another model" in seen["compare"]["notes"][0]
+
+
+# ---------------------------------------------------------------------------- defaults
+
+
+def test_a_merge_worse_on_validation_is_reported_and_not_applied(onthefly_home: Path) -> None:
+    """On the synthetic task every soup of parent and specialist (the weights chosen on the
+    grid) gets more validation samples wrong: by default it is refused, the parent left bit
+    for bit."""
+    seen: dict[str, Any] = {}
+
+    def script(client: LiveClient, trainer: Any) -> None:
+        model = trainer.model
+        _fork(client, "hard")
+        before = parent_state(trainer, model)
+        seen["refused"] = reply(client.call("merge", method="soup", forks=["hard"]))
+        assert_same(before, parent_state(trainer, model), "parent after a refused merge")
+        seen["lineage"] = reply(client.call("lineage"))
+        seen["discard"] = error(client.call("discard_merge"))
+        seen["tolerated"] = reply(
+            client.call("merge", method="soup", forks=["hard"], tolerance=1.0, name="tolerated")
+        )
+        seen["greedy"] = reply(client.call("merge", method="greedy", forks=["hard"]))
+
+    native_run(onthefly_home, script, max_steps=PAUSE_AT + 1)
+    refused = seen["refused"]
+    assert refused["applied"] is False and refused["run"] is None
+    gate = refused["gate"]
+    assert (gate["target"], gate["metric"], gate["tolerance"]) == ("val", "error", 0)
+    assert gate["passed"] is False
+    val = 2  # the validation column of the before/after table
+    assert gate["parent"]["error"] == pytest.approx(1 - refused["before"]["accuracy"][val])
+    assert gate["merged"]["error"] == pytest.approx(1 - refused["after"]["accuracy"][val])
+    assert gate["merged"]["loss"] == pytest.approx(refused["after"]["loss"][val])
+    assert (gate["merged"]["error"], gate["merged"]["loss"]) > (
+        gate["parent"]["error"],
+        gate["parent"]["loss"],
+    )
+    assert "it was not applied" in refused["reason"]
+    # The weights were chosen on the grid: the best validation score of it.
+    grid = refused["grid"]
+    assert grid[0]["weights"] == [0.75, 0.25] and len(grid) == 4
+    best = min(grid, key=lambda g: g["score"])
+    assert refused["choice"] == {"weights": best["weights"]}
+    assert best["score"] == pytest.approx(gate["merged"]["error"], abs=1e-6)
+    assert [n["name"] for n in seen["lineage"]["nodes"]] == ["main", "hard"]
+    assert seen["discard"][0] == "invalid_state"
+    tolerated = seen["tolerated"]
+    assert tolerated["applied"] is True and tolerated["gate"]["passed"] is True
+    assert tolerated["run"] is not None
+    greedy = seen["greedy"]  # greedy soup never scores worse than where it starts
+    assert greedy["applied"] is True
+    assert greedy["gate"]["merged"]["error"] <= greedy["gate"]["parent"]["error"]
+
+
+def test_compare_baselines_train_copies_and_leave_the_parent_bit_identical(
+    onthefly_home: Path,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def script(client: LiveClient, trainer: Any) -> None:
+        model = trainer.model
+        _fork(client, "hard")
+        before = parent_state(trainer, model)
+        seen["compare"] = reply(client.call("compare"))
+        seen["plain"] = reply(client.call("compare", baselines=False))
+        assert_same(before, parent_state(trainer, model), "parent after the baselines")
+
+    baseline = native_run(onthefly_home)
+    compared = native_run(onthefly_home, script)
+    assert compared.losses == baseline.losses  # bit for bit, before and after the compare
+    rows = {r["model"]: r for r in seen["compare"]["rows"]}
+    assert list(rows) == ["main", "hard", "continue-20", "oversample-hard"]
+    assert rows["continue-20"]["steps"] == rows["oversample-hard"]["steps"] == 20
+    assert rows["oversample-hard"]["fork"] == "hard"
+    hard, rest = 0, 1  # target columns
+    # Trained on: both moved away from the parent; oversampling the slice fixes it faster.
+    assert rows["continue-20"]["loss"][rest] != rows["main"]["loss"][rest]
+    assert rows["oversample-hard"]["loss"][hard] < rows["continue-20"]["loss"][hard]
+    assert rows["oversample-hard"]["loss"][hard] < rows["main"]["loss"][hard]
+    assert [r["model"] for r in seen["plain"]["rows"]] == ["main", "hard"]
+    assert seen["compare"]["notes"] == []
+
+
+def test_a_narrow_slice_is_warned_and_replay_keeps_the_other_classes(onthefly_home: Path) -> None:
+    zeros = [i for i in range(len(TASK.train)) if int(TASK.train.tensors[1][i]) == 0][:200]
+    seen: dict[str, Any] = {}
+
+    def script(client: LiveClient, trainer: Any) -> None:
+        seen["alone"] = _fork(client, "alone", indices=zeros, lr=3e-3)
+        seen["replay"] = _fork(client, "replay", indices=zeros, lr=3e-3, replay=0.5)
+        seen["compare"] = reply(client.call("compare", forks=["alone", "replay"], baselines=False))
+
+    native_run(onthefly_home, script, max_steps=PAUSE_AT + 1)
+    alone, replay = seen["alone"], seen["replay"]
+    assert len(alone["warnings"]) == 1
+    assert "1 of the run's 3 classes (0)" in alone["warnings"][0]
+    assert "replay=0.5" in alone["warnings"][0]
+    assert replay["warnings"] == [] and replay["hparams"]["replay"] == 0.5
+    assert replay["steps"] == alone["steps"] == 20
+    rows = {r["model"]: r for r in seen["compare"]["rows"]}
+    val = [t["name"] for t in seen["compare"]["targets"]].index("val")
+    # Alone, the specialist drifts to class 0 everywhere (measured: validation accuracy
+    # 0.835 -> 0.50); with replay it keeps most of the others (0.73).
+    assert rows["replay"]["accuracy"][val] > rows["alone"]["accuracy"][val] + 0.15

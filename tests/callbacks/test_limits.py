@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from onthefly.callbacks.limits import UNLIMITED, Limits, extended, read_limits, write_limits
+from onthefly.callbacks.limits import (
+    UNLIMITED,
+    Extension,
+    Limits,
+    apply_deferred,
+    defer,
+    deferred,
+    extended,
+    is_final_step,
+    read_limits,
+    write_limits,
+)
 from tests.callbacks.models import lightning_trainer
 
 
@@ -38,7 +49,53 @@ def test_an_extension_before_the_end_never_shortens_the_planned_run() -> None:
     more_steps = extended(
         Limits(UNLIMITED, 500), epoch=0, step=50, epochs=None, steps=10, at_end=False
     )
-    assert more_steps.max_steps == 510
+    assert more_steps == Limits(UNLIMITED, 510)
+
+
+@pytest.mark.parametrize(
+    ("limits", "epochs", "steps"),
+    [
+        (Limits(60, UNLIMITED), None, 20),  # steps asked of a run planned in epochs
+        (Limits(UNLIMITED, 500), 2, None),  # epochs asked of a run planned in steps
+        (Limits(60, 500), 1, None),  # both limits: which one ends the run is not known yet
+        (Limits(60, UNLIMITED), 1, 20),
+    ],
+)
+def test_an_extension_the_limits_cannot_place_yet_waits_for_the_planned_end(
+    limits: Limits, epochs: int | None, steps: int | None
+) -> None:
+    assert extended(limits, epoch=3, step=50, epochs=epochs, steps=steps, at_end=False) is None
+
+
+class Host:
+    """The native trainer's limit attributes, and a loader length for the last batch."""
+
+    def __init__(self, max_epochs: int | None, max_steps: int) -> None:
+        self.max_epochs, self.max_steps = max_epochs, max_steps
+        self.current_epoch = self.global_step = 0
+        self.train_loader = [None] * 10
+
+
+def test_a_deferred_extension_is_applied_where_the_planned_run_ends() -> None:
+    trainer = Host(max_epochs=3, max_steps=-1)
+    assert defer(trainer, epochs=None, steps=20) == Extension(steps=20)
+    assert defer(trainer, epochs=None, steps=5) == Extension(steps=25)  # requests add up
+    trainer.current_epoch, trainer.global_step = 2, 29
+    assert not apply_deferred(trainer, batch_idx=8)  # not the end yet
+    assert not is_final_step(trainer, batch_idx=9)  # the run goes on past its old end
+    trainer.global_step = 30
+    assert apply_deferred(trainer, batch_idx=9)
+    assert read_limits(trainer) == Limits(UNLIMITED, 55) and deferred(trainer) is None
+
+
+def test_an_epoch_limit_without_a_loader_length_is_reached_at_the_epoch_end() -> None:
+    trainer = Host(max_epochs=2, max_steps=-1)
+    trainer.train_loader = iter([])  # type: ignore[assignment]  # no length
+    defer(trainer, epochs=1, steps=None)
+    trainer.current_epoch = 1
+    assert not apply_deferred(trainer, batch_idx=99)
+    assert apply_deferred(trainer, at_epoch_end=True)
+    assert read_limits(trainer) == Limits(3, UNLIMITED)
 
 
 def test_limits_round_trip_on_a_lightning_trainer() -> None:

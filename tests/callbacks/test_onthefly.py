@@ -10,6 +10,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import pytest
+import torch
 
 import onthefly
 from onthefly import OnTheFly
@@ -172,3 +173,47 @@ data:
     assert [e["label"] for e in client.of("test_result")] == ["test_1"]
     assert session_files(onthefly_home) == []
     client.close()
+
+
+class NoisyTiny(Tiny):
+    """Dropout, and a validation whose numbers depend on the random state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropout = torch.nn.Dropout(0.3)
+        self.seen: list[float] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self.net(self.dropout(x)), y)
+        self.seen.append(loss.item())
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        noisy = x + 0.1 * torch.randn_like(x)  # a random augmentation in validation
+        self.seen.append(torch.nn.functional.cross_entropy(self.net(noisy), y).item())
+
+
+def own_loader(n: int, seed: int, shuffle: bool, workers: int) -> Any:
+    base = loader(n, seed=seed)
+    generator = torch.Generator().manual_seed(seed + 10)
+    return torch.utils.data.DataLoader(
+        base.dataset, batch_size=8, shuffle=shuffle, generator=generator, num_workers=workers
+    )
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_attaching_onthefly_changes_no_number_of_a_lightning_run(workers: int) -> None:
+    # Loaders with generators of their own, a validation loop with random draws, the
+    # sanity check on: every training and validation number is Lightning's own.
+    def run(attach: bool) -> list[float]:
+        torch.manual_seed(0)
+        module = NoisyTiny()
+        trainer = lightning_trainer(max_epochs=3)
+        if attach:
+            onthefly.attach_lightning(trainer, project="tests", quiet=True, port=0)
+        trainer.fit(module, own_loader(64, 0, True, workers), own_loader(24, 1, False, workers))
+        return module.seen
+
+    assert run(attach=True) == run(attach=False)

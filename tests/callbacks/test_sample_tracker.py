@@ -6,6 +6,7 @@ import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import lightning.pytorch as pl
@@ -14,12 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, TensorDataset
 from websockets.exceptions import ConnectionClosed
 
 import onthefly
 from onthefly.callbacks.onthefly import OnTheFly
 from onthefly.callbacks.sample_tracker import SampleTracker
+from onthefly.samples.store import NoData
 from tests.callbacks.live import LiveClient, wait_for_session
 from tests.callbacks.models import lightning_trainer
 
@@ -131,6 +134,125 @@ def test_lightning_steps_may_return_their_own_per_sample_losses() -> None:
     onthefly.attach_lightning(trainer, project="samples", quiet=True, port=0)
     trainer.fit(model, DataLoader(squares(), batch_size=8, shuffle=True))
     assert_squares(tracker_of(trainer.callbacks), list(range(N)), seen=1)
+
+
+class Inline(pl.LightningModule):
+    """The shapes a training step computes its loss in, none of them given to OnTheFly.
+
+    ``how``: ``"functional"`` (``F.mse_loss`` inline), ``"attribute"`` (``self.loss``),
+    ``"output"`` (the model returns a Hugging Face style ``.loss`` / ``.logits`` object,
+    its loss computed inside ``forward``) or ``"custom"`` (a hand-written loss).
+    """
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.net = zero_linear()
+        self.loss = nn.MSELoss() if how == "attribute" else None
+        self.how = how
+        self.forwards = 0
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> Any:
+        self.forwards += 1
+        logits = self.net(x)
+        loss = nn.MSELoss()(logits, y) if self.how == "output" else None
+        return SimpleNamespace(loss=loss, logits=logits)
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        x, y = batch
+        out = self(x, y)
+        if self.how == "functional":
+            return F.mse_loss(out.logits, y)
+        if self.how == "attribute":
+            assert self.loss is not None
+            return self.loss(out.logits, y)
+        if self.how == "output":
+            return out.loss
+        return ((out.logits - y) ** 2).mean()
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+@pytest.mark.parametrize("how", ["functional", "attribute", "output"])
+def test_lightning_losses_are_captured_without_being_given(how: str) -> None:
+    model = Inline(how)
+    trainer = lightning_trainer(max_epochs=2)
+    onthefly.attach_lightning(trainer, project="samples", quiet=True, port=0)
+    trainer.fit(model, DataLoader(squares(), batch_size=8, shuffle=True))
+    assert model.forwards == trainer.global_step  # one forward per step: none added
+    assert_squares(tracker_of(trainer.callbacks), list(range(N)), seen=2)
+    assert torch.overrides._get_current_function_mode() is None  # nothing left behind
+
+
+class Unused(Inline):
+    """Holds a loss module it never calls; its loss is a functional call."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__("functional")
+        self.unused = nn.L1Loss()
+        self.fail_at = fail_at
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss = super().training_step(batch, batch_idx)
+        if batch_idx == self.fail_at:
+            raise RuntimeError("the step failed")
+        return loss
+
+
+def test_a_held_loss_module_that_is_never_called_gives_way_to_the_functional_call() -> None:
+    trainer = lightning_trainer(max_epochs=1)
+    onthefly.attach_lightning(trainer, project="samples", quiet=True, port=0)
+    trainer.fit(Unused(), DataLoader(squares(), batch_size=6))
+    stats = tracker_of(trainer.callbacks).store.training
+    # The first batch shows the hooked module is not the loss; every later one is recorded.
+    assert np.flatnonzero(stats.count).tolist() == list(range(6, N))
+    np.testing.assert_allclose(stats.loss_last[6:N], np.arange(6, N) ** 2)
+
+
+def test_a_step_failing_while_watched_leaves_no_mode_behind() -> None:
+    trainer = lightning_trainer(max_epochs=1)
+    onthefly.attach_lightning(trainer, project="samples", quiet=True, port=0)
+    with pytest.raises(RuntimeError, match="the step failed"):
+        trainer.fit(Unused(fail_at=3), DataLoader(squares(), batch_size=6))
+    assert torch.overrides._get_current_function_mode() is None
+    F.mse_loss(torch.ones(2, requires_grad=True), torch.zeros(2))  # plain torch again
+
+
+def test_a_loss_nothing_recognises_is_explained_in_the_reply() -> None:
+    trainer = lightning_trainer(max_epochs=1)
+    onthefly.attach_lightning(trainer, project="samples", quiet=True, port=0)
+    trainer.fit(Inline("custom"), DataLoader(squares(), batch_size=5))
+    with pytest.raises(NoData, match=r"'per_sample_loss'.*loss_fn=") as info:
+        tracker_of(trainer.callbacks).store.view("train")
+    assert "F.cross_entropy" in str(info.value)
+
+
+def test_native_custom_steps_and_plain_functions_are_captured() -> None:
+    trainer = onthefly.Trainer(
+        project="samples", max_epochs=1, progress_bar=False, quiet=True, port=0
+    )
+
+    @trainer.training_step
+    def step(batch: Any, state: Any) -> dict[str, Any]:
+        x, y = batch
+        loss = F.mse_loss(state.model(x), y, reduction="sum")
+        state.optimizer.zero_grad()
+        state.backward(loss)
+        state.optimizer.step()
+        return {"loss": loss}
+
+    model = zero_linear()
+    trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.0), None, DataLoader(squares()))
+    assert_squares(tracker_of(trainer.callbacks), list(range(N)), seen=1)
+
+    plain = onthefly.Trainer(
+        project="samples", max_epochs=1, progress_bar=False, quiet=True, port=0
+    )
+    model = zero_linear()
+    loss_fn = lambda preds, target: F.l1_loss(preds, target) ** 2  # noqa: E731
+    plain.fit(model, torch.optim.SGD(model.parameters(), lr=0.0), loss_fn, DataLoader(squares()))
+    stats = tracker_of(plain.callbacks).store.training
+    np.testing.assert_allclose(stats.loss_last[:N], np.arange(N))  # |i|, before the square
 
 
 class Stream(IterableDataset[Any]):

@@ -135,9 +135,10 @@ def test_no_host_sync_per_step(monkeypatch: pytest.MonkeyPatch) -> None:
     trainer.fit(Tiny(prog_bar=True), loader(128), loader(16))
 
     # Steps 1..16 run without one sync from OnTheFly; at the epoch's end, the validation
-    # results and the flush of the 16 buffered steps cost one copy each.
+    # results and the flush of the 16 buffered steps cost one copy each, and the per-sample
+    # values of the epoch (the inline F.cross_entropy's) one copy of each of their columns.
     assert window.at_start[16] == window.at_start[2] == 0
-    assert Counter(counter.calls) == Counter({"tolist": 2})
+    assert Counter(counter.calls) == Counter({"tolist": 2, "numpy": 3})
 
 
 class EpochLogged(Tiny):
@@ -206,3 +207,53 @@ def test_learning_rates_and_gradient_norm_follow_param_groups_added_during_the_r
     values = {}
     _OptimizerReader(trainer, optimizer).read(values, with_norm=True)
     assert values["lr/group1"] == 0.01 and len(values["grad_norm"].parts) == 4
+
+
+class Windows(Tiny):
+    """Keeps each micro-batch's loss as the step computed it, and validates on two loaders."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.micro: list[tuple[int, float]] = []  # (optimizer steps before it, loss)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.log("train_loss", loss, on_step=True)
+        self.micro.append((self.global_step, float(loss.detach())))
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        x, y = batch
+        self.log("val_loss", torch.nn.functional.cross_entropy(self.net(x), y))
+
+
+def test_accumulated_steps_show_their_windows_mean_and_each_validation_loader(
+    onthefly_home: Path,
+) -> None:
+    # 10 batches, windows of 4: 4, 4 and a short last window of 2, every epoch.
+    connect = Connect(onthefly_home)
+    model = Windows()
+    trainer = lightning_trainer(
+        max_epochs=2,
+        accumulate_grad_batches=4,
+        callbacks=[OnTheFly("tests", port=0, quiet=True), connect],
+    )
+    trainer.fit(model, loader(80), [loader(16, seed=1), loader(24, seed=2)])
+    client = connect.finished()
+
+    train = client.of("metrics", split="train")
+    assert [e["step"] for e in train] == list(range(1, 7))
+    for event in train:
+        window = [loss for before, loss in model.micro if before == event["step"] - 1]
+        assert len(window) == (2 if event["step"] % 3 == 0 else 4)
+        assert event["values"]["loss"] == pytest.approx(sum(window) / len(window), rel=1e-6)
+        assert event["values"]["train_loss"] == pytest.approx(window[-1], rel=1e-6)
+
+    val = client.of("metrics", split="val")
+    assert [e["step"] for e in val] == [3, 6]
+    final = trainer.callback_metrics
+    assert set(val[-1]["values"]) == {"loss/dataloader_idx_0", "loss/dataloader_idx_1"}
+    for index in (0, 1):
+        name = f"loss/dataloader_idx_{index}"
+        assert val[-1]["values"][name] == pytest.approx(float(final[f"val_{name}"]), rel=1e-6)
+    client.close()

@@ -69,14 +69,14 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Story:
         health("forked")
         replies["compare"] = client.call("compare", forks=["tail-fix"])
         replies["merge"] = client.call(
-            "merge", method="soup", forks=["tail-fix"], optimizer="reset"
+            "merge", method="soup", forks=["tail-fix"], optimizer="reset", force=True
         )
         health("merged")
         export("merged")
         replies["discard"] = client.call("discard_merge")
         health("discarded")
         export("discarded")
-        replies["merge-again"] = client.call("merge", method="soup", forks=["tail-fix"])
+        replies["merge-again"] = client.call("merge", method="soup", forks=["tail-fix"], force=True)
         health("merged-again")
         replies["resume"] = client.call("resume")
         paused = replies["pause"]["data"]["step"]
@@ -148,7 +148,8 @@ def test_cancel_stops_a_fork_midway(story: Story) -> None:
 
 def test_compare_evaluates_on_rank_0(story: Story) -> None:
     compare = _data(story, "compare")
-    assert [r["model"] for r in compare["rows"]][1:] == ["tail-fix"]
+    models = [r["model"] for r in compare["rows"]][1:]
+    assert models == ["tail-fix", f"continue-{FORK_STEPS}", "oversample-tail-fix"]
     targets = {t["name"]: t["samples"] for t in compare["targets"]}
     assert targets == {"tail-fix": 16, "rest": 48, "val": 16}  # the whole dataset's indices
     slice_losses = [r["loss"][0] for r in compare["rows"]]

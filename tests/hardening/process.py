@@ -13,13 +13,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+
+from tests import interruptible
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -80,7 +81,8 @@ def training(folder: Path, *args: str, cwd: Path | None = None) -> Iterator[Run]
     tmpdir = folder / "tmp"
     tmpdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmpdir)}
-    command = [sys.executable, "-m", "tests.hardening.training", "--out", str(folder), *args]
+    # Through tests.interruptible: the tests Ctrl+C it, also when the suite ignores SIGINT.
+    command = interruptible.command("-m", "tests.hardening.training", "--out", str(folder), *args)
     with (folder / "stdout.txt").open("wb") as out, (folder / "stderr.txt").open("wb") as err:
         process = subprocess.Popen(
             command,

@@ -126,7 +126,7 @@ def test_a_full_disk_fails_the_export_clearly_and_the_run_goes_on(
             while True:
                 out.write(b"\0" * 65536)
         with pytest.raises(CommandError) as refused:
-            client.export(disk / "run.otf")
+            client.export(disk / "run.otf", overwrite=True)
         assert refused.value.code == "file_error"
         assert "No space left on device" in str(refused.value)
         assert "untouched and the run goes on" in str(refused.value)
@@ -144,7 +144,7 @@ def test_a_full_disk_fails_the_export_clearly_and_the_run_goes_on(
             assert time.monotonic() < deadline
             time.sleep(0.02)
         filler.unlink()
-        assert client.export(disk / "run.otf")["step"] > first["step"]
+        assert client.export(disk / "run.otf", overwrite=True)["step"] > first["step"]
 
 
 @pytest.mark.parametrize("moment", ["paused", "testing", "scanning", "forking"])

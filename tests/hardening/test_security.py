@@ -213,10 +213,20 @@ def test_every_path_and_name_of_the_protocol_stays_where_it_belongs(
             "test label, parent": code("test", label="../../outside/label"),
             "test label, NUL": code("test", label="x\x00"),
         }
+        # Nothing is replaced unless asked: not a link, not a pipe, not a file.
+        refused |= {
+            "export onto a link": code("export", path=str(sandbox / "link.otf")),
+            "export onto a pipe": code("export", path=str(sandbox / "pipe")),
+            "selection onto a pipe": code(
+                "export_selection", name="hard", directory=str(sandbox), file="pipe", format="csv"
+            ),
+        }
         accepted = {
             "export through ..": wire.call("export", path=f"{sandbox}/sub/../../outside/victim"),
-            "export over a link": wire.call("export", path=str(sandbox / "link.otf")),
-            "export over a pipe": wire.call("export", path=str(sandbox / "pipe")),
+            "export over a link": wire.call(
+                "export", path=str(sandbox / "link.otf"), overwrite=True
+            ),
+            "export over a pipe": wire.call("export", path=str(sandbox / "pipe"), overwrite=True),
             "selection over a pipe": wire.call(
                 "export_selection",
                 timeout=20,
@@ -224,6 +234,7 @@ def test_every_path_and_name_of_the_protocol_stays_where_it_belongs(
                 directory=str(sandbox),
                 file="pipe",
                 format="csv",
+                overwrite=True,
             ),
             "test label": wire.call("test", label="a plain label"),
             "metric": wire.call("history", metric="../../victim"),
@@ -256,6 +267,9 @@ def test_every_path_and_name_of_the_protocol_stays_where_it_belongs(
         "run": "unknown_run",
         "test label, parent": "unsupported",
         "test label, NUL": "unsupported",
+        "export onto a link": "file_error",
+        "export onto a pipe": "file_error",
+        "selection onto a pipe": "file_error",
     }
     assert {k: a["type"] for k, a in accepted.items()} == dict.fromkeys(accepted, "reply")
     assert victim.read_text() == "precious"  # never written, never followed

@@ -1,7 +1,8 @@
 """A tiny native training with a live session, run as a subprocess by the hardening tests.
 
 Usage: python -m tests.hardening.training --out DIR [--max-steps N] [--step-sleep S]
-       [--slow-eval S] [--workers N] [--no-session] [--report FILE]
+       [--slow-eval S] [--workers N] [--no-session] [--report FILE] [--lightning]
+       [--own-sigterm CODE]
 
 It trains a small MLP with dropout on shuffled data (so anything that touched the random
 generators or the data order would change the losses) and writes, into ``DIR``:
@@ -14,8 +15,11 @@ With ``--report`` it also appends the step and the process's memory (RSS) to ``F
 once a second. The step sleep paces a run that a test stops itself (``stop`` command);
 ``--slow-eval`` makes every evaluation forward (tests, scans) sleep, so a test can land a
 Ctrl+C during one.
-A ``KeyboardInterrupt`` is raised again after the files are written: the script ends the way
-a Python script ends on Ctrl+C.
+A ``KeyboardInterrupt`` (or OnTheFly's ``Terminated``, on SIGTERM) is raised again after the
+files are written: the script ends the way a Python script ends on Ctrl+C. ``--lightning``
+trains the same model under ``lightning.Trainer`` with ``attach_lightning``;
+``--own-sigterm CODE`` installs the script's own SIGTERM handler first, which writes
+``sigterm.txt`` and exits with ``CODE``.
 """
 
 from __future__ import annotations
@@ -23,11 +27,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import signal
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import lightning.pytorch as pl
 import psutil
 import torch
 from lightning.pytorch import Callback
@@ -35,6 +42,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import onthefly
+from onthefly.errors import Terminated
 
 FEATURES = 8
 
@@ -109,6 +117,49 @@ def leftovers(grace: float = 5.0) -> list[str]:
     return [t.name for t in threading.enumerate() if t is not here and t.is_alive()]
 
 
+class LitNet(pl.LightningModule):
+    """:class:`Net` under Lightning, with the same optimizer and loss."""
+
+    def __init__(self, eval_sleep: float = 0.0) -> None:
+        super().__init__()
+        self.net = Net(eval_sleep)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.net(x)
+        return out
+
+    def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
+        x, y = batch
+        return {"loss": nn.functional.cross_entropy(self.net(x), y)}
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+def fit_lightning(out: Path, max_steps: int, step_sleep: float) -> list[float]:
+    """:func:`fit` under ``lightning.Trainer`` (session on, no workers)."""
+    torch.manual_seed(0)
+    losses = Losses()
+    trainer = pl.Trainer(
+        max_steps=max_steps,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[losses, *([Pace(step_sleep)] if step_sleep else [])],
+    )
+    onthefly.attach_lightning(
+        trainer, project="hardening", run_name="fuzzed", port=0, quiet=True, flush_every_s=0.02
+    )
+    try:
+        trainer.fit(LitNet(), train_dataloaders=DataLoader(data(256, seed=0), batch_size=16))
+        print(f"FIT RETURNED {trainer.global_step}", flush=True)
+    finally:
+        (out / "losses.json").write_text(json.dumps(losses.values))
+    return losses.values
+
+
 def fit(
     out: Path,
     max_steps: int = 1_000_000,
@@ -167,26 +218,44 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--no-session", action="store_true")
     parser.add_argument("--report", type=Path)
+    parser.add_argument("--lightning", action="store_true")
+    parser.add_argument("--own-sigterm", type=int)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    interrupted = False
+    # As a terminal starts a script, whatever the test runner inherited (nohup, CI).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if args.own_sigterm is not None:
+        signal.signal(signal.SIGTERM, _own_handler(args.out, args.own_sigterm))
+    interrupted: BaseException | None = None
     try:
-        fit(
-            args.out,
-            args.max_steps,
-            args.step_sleep,
-            args.slow_eval,
-            args.workers,
-            session=not args.no_session,
-            report=args.report,
-        )
-    except KeyboardInterrupt:
-        interrupted = True
+        if args.lightning:
+            fit_lightning(args.out, args.max_steps, args.step_sleep)
+        else:
+            fit(
+                args.out,
+                args.max_steps,
+                args.step_sleep,
+                args.slow_eval,
+                args.workers,
+                session=not args.no_session,
+                report=args.report,
+            )
+    except (KeyboardInterrupt, Terminated) as exc:
+        interrupted = exc
     # Once the run and its exception are gone, nothing it started may still run.
     gc.collect()
     (args.out / "threads.json").write_text(json.dumps(leftovers()))
-    if interrupted:
-        raise KeyboardInterrupt
+    if interrupted is not None:
+        raise interrupted
+
+
+def _own_handler(out: Path, code: int) -> Any:
+    def handler(signum: int, frame: Any) -> None:
+        (out / "sigterm.txt").write_text("handled by the script")
+        sys.exit(code)
+
+    return handler
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import torch
 from lightning.pytorch import Callback
 from torch import nn
 
+from onthefly.errors import ConfigurationError
 from onthefly.native.trainer import Trainer
 from tests.native.conftest import Recorder, loader, make_model
 
@@ -218,3 +219,11 @@ def test_an_epoch_cut_short_by_an_exception_shuts_its_loader_workers_down() -> N
     new = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     assert psutil.wait_procs(new, timeout=10)[1] == []
     assert raised.traceback  # the traceback (and the iterator in it) is still alive here
+
+
+@pytest.mark.timeout(30)
+def test_an_epoch_without_a_batch_is_a_configuration_error_not_a_hang() -> None:
+    model = nn.Linear(2, 1)
+    trainer = Trainer(project="t", max_steps=3, session=False, progress_bar=False)
+    with pytest.raises(ConfigurationError, match="no batch in epoch 0"):
+        trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.MSELoss(), [])

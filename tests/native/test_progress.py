@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+import torch
 
+from onthefly.native.progress import ProgressBar
 from onthefly.native.trainer import Trainer
 
 
@@ -23,3 +26,13 @@ def test_progress_bar_off_prints_nothing(
 ) -> None:
     Trainer(project="t", max_epochs=1, session=False, progress_bar=False).fit(**fit_kwargs)
     assert capsys.readouterr().err == ""
+
+
+def test_the_bar_shows_the_batch_it_just_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    bar = ProgressBar(enabled=True)
+    bar.start_epoch(0, total=3)
+    time.sleep(0.15)  # past tqdm's minimum redraw interval
+    bar.advance(7, torch.tensor(0.5))
+    shown = capsys.readouterr().err.split("\r")[-1]  # the last redraw, before closing
+    bar.close()
+    assert "1/3" in shown and "step=7" in shown and "loss=0.5" in shown

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from torch.utils.data import DataLoader
 
 from onthefly.errors import ConfigurationError
 from onthefly.native.state import StepState
-from onthefly.native.step import batch_size, checked_output, unpack
+from onthefly.native.step import batch_size, checked_output, predictions, unpack
 from onthefly.native.trainer import Trainer
 from tests.native.conftest import Recorder, loader, make_dataset, make_model
 
@@ -26,16 +27,93 @@ x, y = torch.zeros(3, 2), torch.ones(3)
 
 @pytest.mark.parametrize(
     "batch",
-    [(x, y), [x, y, "extra"], {"x": x, "y": y}, {"inputs": x, "labels": y, "id": 0}],
+    [
+        (x, y),
+        [x, y, "extra"],
+        {"x": x, "y": y},
+        {"inputs": x, "labels": y, "id": 0},
+        {"image": x, "label": y},
+        {"pixel_values": x, "labels": y},
+        {"input_ids": x, "labels": y},
+        {"input": x, "target": y},
+    ],
 )
 def test_unpack_accepts_tuples_lists_and_documented_dict_keys(batch: Any) -> None:
     got_x, got_y = unpack(batch)
     assert got_x is x and got_y is y
 
 
+def test_unpack_keeps_the_attention_mask_with_the_token_ids() -> None:
+    mask = torch.ones(3, 2)
+    inputs, target = unpack({"input_ids": x, "attention_mask": mask, "labels": y})
+    assert inputs == {"input_ids": x, "attention_mask": mask} and target is y
+
+
+def test_unpack_follows_the_batch_keys_given() -> None:
+    assert unpack({"features": x, "price": y, "y": "no"}, ("features", "price")) == (x, y)
+    with pytest.raises(ConfigurationError, match=r"the keys \('a', 'b'\)"):
+        unpack({"features": x, "price": y}, ("a", "b"))
+
+
+def test_the_trainer_checks_its_batch_keys() -> None:
+    with pytest.raises(ConfigurationError, match=r"expected \(input_key, target_key\)"):
+        bare(batch_keys=("only one",))
+
+
+@pytest.mark.parametrize(
+    "output",
+    [x, (x, "features"), [x], {"logits": x, "hidden": y}, SimpleNamespace(logits=x, loss=None)],
+)
+def test_predictions_follow_the_documented_rule(output: Any) -> None:
+    assert predictions(output) is x
+
+
+@pytest.mark.parametrize(
+    ("output", "message"), [({"scores": x}, "keys 'scores'"), (3, "a int"), ((), "a tuple")]
+)
+def test_outputs_without_predictions_name_the_fix(output: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message) as info:
+        predictions(output)
+    assert "@trainer.training_step" in str(info.value)
+
+
+class TokenModel(nn.Module):
+    """Token ids to per-token scores, Hugging Face style: keyword inputs, an output object."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.head = nn.Linear(4, 10)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Any:
+        hidden = self.embed(input_ids) * attention_mask.unsqueeze(-1)
+        return SimpleNamespace(logits=self.head(hidden).transpose(1, 2))
+
+
+def test_token_batches_and_output_objects_train_with_the_default_step() -> None:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 10, (8, 5), generator=g)
+    batches = [{"input_ids": ids, "attention_mask": torch.ones(8, 5), "labels": ids}] * 3
+    model = TokenModel()
+    trainer = bare()
+    trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), batches)
+    assert trainer.global_step == 3
+
+
+def test_dict_batches_with_keys_of_their_own_train_with_batch_keys() -> None:
+    data = make_dataset(16)
+    batches = [{"features": xb, "class": yb} for xb, yb in DataLoader(data, batch_size=4)]
+    model = make_model()
+    trainer = bare(batch_keys=("features", "class"), val_every_n_epochs=1)
+    trainer.fit(
+        model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), batches, batches
+    )
+    assert trainer.global_step == 4 and "val_loss" in trainer.callback_metrics
+
+
 @pytest.mark.parametrize(
     ("batch", "message"),
-    [(x, "batch of type Tensor"), ({"image": x, "y": y}, "keys 'image', 'y'"), ((x,), "tuple")],
+    [(x, "batch of type Tensor"), ({"image": x, "z": y}, "keys 'image', 'z'"), ((x,), "tuple")],
 )
 def test_unpack_rejects_other_batches_pointing_to_a_custom_step(batch: Any, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message) as info:
@@ -172,3 +250,30 @@ def test_a_custom_step_without_loss_fn_is_allowed_and_registering_junk_is_not() 
     assert trainer.global_step == 2
     with pytest.raises(ConfigurationError, match="expected a function"):
         trainer.training_step("not a function")  # type: ignore[type-var]
+
+
+class _DictModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        out = self.layer(x)
+        return {"scores": out, "features": out}
+
+
+def test_a_model_output_the_loss_cannot_take_names_the_fix() -> None:
+    model = _DictModel()
+    trainer = bare()
+    data = [(torch.zeros(3, 2), torch.zeros(3, dtype=torch.long))]
+    with pytest.raises(ConfigurationError, match=r"keys 'scores', 'features'.*'logits'"):
+        trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), data)
+
+
+def test_a_loss_of_one_element_is_fine_and_of_several_is_named() -> None:
+    model = nn.Linear(2, 1)
+    data = [(torch.zeros(3, 2), torch.zeros(3, 1))]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    bare().fit(model, optimizer, lambda out, y: ((out - y) ** 2).mean().reshape(1), data)
+    with pytest.raises(ConfigurationError, match=r"shape \(3, 1\); the default step expected"):
+        bare().fit(model, optimizer, lambda out, y: (out - y) ** 2, data)

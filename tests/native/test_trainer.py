@@ -17,11 +17,13 @@ from tests.native.conftest import Recorder, loader, make_model
 HOOKS = ["setup", "teardown", "on_exception", "on_fit_end", "on_train_epoch_end"]
 
 
-def plain_losses(epochs: int) -> list[torch.Tensor]:
+def plain_losses(epochs: int, validate: bool = False) -> list[torch.Tensor]:
+    """A hand-written loop; with ``validate``, each epoch ends with a validation pass."""
     model = make_model()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     train = loader(40, shuffle=True)
+    val = loader(16, shuffle=True, seed=1)
     torch.manual_seed(123)
     losses = []
     for _ in range(epochs):
@@ -31,6 +33,12 @@ def plain_losses(epochs: int) -> list[torch.Tensor]:
             loss.backward()
             optimizer.step()
             losses.append(loss.detach())
+        if validate:
+            model.eval()
+            with torch.no_grad():
+                for x, y in val:  # draws the val loader's seed and order from the RNG
+                    loss_fn(model(x), y)
+            model.train()
     return losses
 
 
@@ -49,7 +57,7 @@ def bare(**kwargs: Any) -> Trainer:
 
 @pytest.mark.parametrize("validate", [False, True])
 def test_losses_equal_a_plain_loop_bit_for_bit(validate: bool) -> None:
-    expected = plain_losses(epochs=3)
+    expected = plain_losses(epochs=3, validate=validate)
 
     model = make_model()
     log = LossLog()
@@ -92,7 +100,9 @@ def test_callbacks_see_the_plain_module_and_the_step_outputs(fit_kwargs: dict[st
     assert trainer.optimizers == [fit_kwargs["optimizer"]]
 
 
-def test_run_test_evaluates_without_touching_training(fit_kwargs: dict[str, Any]) -> None:
+def test_run_test_after_fit_evaluates_as_a_hand_written_test_loop(
+    fit_kwargs: dict[str, Any],
+) -> None:
     accuracy = torchmetrics.Accuracy(task="multiclass", num_classes=2)
     recorder = Recorder(["setup", "teardown", "on_test_start", "on_test_end"])
     trainer = bare(metrics={"acc": accuracy}, callbacks=[recorder])
@@ -100,6 +110,10 @@ def test_run_test_evaluates_without_touching_training(fit_kwargs: dict[str, Any]
     recorder.calls.clear()
     model = fit_kwargs["model"]
     rng = torch.get_rng_state()
+    for _ in fit_kwargs["test_loader"]:  # what a hand-written test loop draws
+        pass
+    drawn = torch.get_rng_state()
+    torch.set_rng_state(rng)
 
     results = trainer.run_test(label="final")
 
@@ -111,7 +125,7 @@ def test_run_test_evaluates_without_touching_training(fit_kwargs: dict[str, Any]
     assert results["loss"] == pytest.approx(nn.functional.cross_entropy(logits, y).item())
     assert results["acc"] == pytest.approx((logits.argmax(1) == y).float().mean().item())
     assert float(trainer.callback_metrics["test_loss"]) == pytest.approx(results["loss"])
-    assert torch.equal(torch.get_rng_state(), rng)
+    assert torch.equal(torch.get_rng_state(), drawn)
     assert recorder.calls == [
         ("setup", "test"),
         ("on_test_start",),
@@ -283,3 +297,36 @@ def test_evaluation_before_fit_or_without_loader_is_an_error(fit_kwargs: dict[st
     trainer.fit(**{**fit_kwargs, "val_loader": None})
     with pytest.raises(ConfigurationError, match="found no val_loader"):
         trainer.run_validation()
+
+
+@pytest.mark.parametrize(
+    ("options", "val_loader", "said"),
+    [
+        ({}, True, True),  # a val_loader and no val_every_n_epochs: off, and said so
+        ({"val_every_n_epochs": 0}, True, False),  # explicitly off
+        ({"val_every_n_epochs": 1}, True, False),
+        ({}, False, False),
+    ],
+)
+def test_fit_says_when_a_given_val_loader_is_not_used(
+    options: dict[str, Any],
+    val_loader: bool,
+    said: bool,
+    fit_kwargs: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    validations = Recorder(["on_validation_start"])
+    if not val_loader:
+        fit_kwargs.pop("val_loader")
+    bare(callbacks=[validations], **options).fit(**fit_kwargs)
+    lines = [r.getMessage() for r in caplog.records if "validation is off" in r.getMessage()]
+    assert lines == (
+        [
+            "validation is off: fit() got a val_loader, but the Trainer no "
+            "val_every_n_epochs; pass onthefly.Trainer(val_every_n_epochs=1) to run it"
+        ]
+        if said
+        else []
+    )
+    ran = options.get("val_every_n_epochs", 0) > 0
+    assert validations.calls == ([("on_validation_start",)] if ran else [])

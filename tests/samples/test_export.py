@@ -71,3 +71,24 @@ def test_the_folder_must_be_absolute_and_exist(tmp_path: Path) -> None:
         export.target_path(tmp_path / "missing", "x", "csv")
     with pytest.raises(ConfigurationError, match="expected one of csv, parquet, json"):
         export.target_path(tmp_path, "x", "xlsx")
+
+
+def test_an_existing_file_is_replaced_only_when_asked(tmp_path: Path) -> None:
+    table = export.table(make_view(3))
+    path = export.target_path(tmp_path, "hard", "csv")
+    path.write_text("earlier")
+    with pytest.raises(FileExistsError) as refused:
+        export.write(table, path, "csv")
+    assert (
+        refused.value.strerror
+        == f"{path} exists; expected a new file name, or overwrite to replace it"
+    )
+    assert path.read_text() == "earlier"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hard.csv"]
+    export.write(table, path, "csv", overwrite=True)
+    assert pa_csv.read_csv(path).num_rows == 3
+
+
+def test_a_name_too_long_is_an_os_error(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match="too long"):
+        export.target_path(tmp_path / ("d" * 300), "x", "csv")

@@ -33,15 +33,6 @@ def test_a_quantile_tail_holds_the_losses_at_or_above_it(view: SampleView) -> No
     assert len(rows) == 10 and view.loss[rows].min() >= extra["threshold"]
 
 
-def test_data_map_regions_split_by_variability_then_confidence(view: SampleView) -> None:
-    ambiguous, _ = choose(view, Criterion("region", region="ambiguous", fraction=0.2))
-    easy, _ = choose(view, Criterion("region", region="easy", fraction=0.2))
-    hard, _ = choose(view, Criterion("region", region="hard", fraction=0.2))
-    assert view.variability[ambiguous].min() >= np.quantile(view.variability, 0.8)
-    assert not set(ambiguous) & (set(easy) | set(hard))
-    assert view.confidence[easy].min() > view.confidence[hard].max()
-
-
 def test_regions_need_training_dynamics() -> None:
     with pytest.raises(ConfigurationError, match="training dynamics"):
         choose(make_view(source="scan"), Criterion("region", region="easy"))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import itertools
 
 import numpy as np
 import pytest
@@ -118,3 +120,21 @@ def test_the_state_survives_a_weights_only_round_trip() -> None:
     assert restored.training.last_step == 4
     assert restored.scans["val"].embedding is not None
     assert restored.view("val").loss.tolist() == [1.0, 1.0]
+
+
+def test_the_statistics_do_not_depend_on_where_chunks_begin_and_end() -> None:
+    # A paused or resumed run ships its values at other moments than an uninterrupted one.
+    rng = np.random.default_rng(1)
+    ids = np.concatenate([rng.permutation(20) for _ in range(5)])  # 5 epochs of 20 samples
+    losses = rng.random(len(ids)).astype(np.float32).tolist()
+    states = []
+    for cuts in ([0, 100], [0, 7, 33, 34, 80, 100], list(range(0, 101, 4))):
+        stats = TrainingStats()
+        for start, end in itertools.pairwise(cuts):
+            chunk = _chunk(ids[start:end].tolist(), losses[start:end], 0)
+            steps = np.arange(start, end, dtype=np.int64) // 4 + 1  # batches of 4
+            stats.update(dataclasses.replace(chunk, step=steps))
+        states.append({name: array[:20].copy() for name, array in stats.arrays.items()})
+    for other in states[1:]:
+        for name, array in states[0].items():
+            assert np.array_equal(array, other[name], equal_nan=True), name

@@ -363,3 +363,22 @@ def test_events_are_serialised_as_the_server_message_union_would() -> None:
         assert frame.startswith(prefix) and frame.endswith(suffix), path.name
         sent = frame[len(prefix) : -len(suffix)]
         assert SERVER_MESSAGE.dump_json(SERVER_MESSAGE.validate_json(sent)) == sent, path.name
+
+
+def test_history_keeps_every_point_unless_asked_to_bound_the_total() -> None:
+    broker = _broker()
+    broker.publish([_metrics(step, loss=float(step), acc=0.5) for step in range(1000)])
+    broker.publish([_metrics(step, lr=0.1) for step in range(10)])
+    full = broker.history()
+    assert {k: len(s.steps) for k, s in full.runs[0].series.items()} == {
+        "loss": 1000,
+        "acc": 1000,
+        "lr": 10,
+    }
+    bounded = broker.history(max_total_points=300)
+    series = bounded.runs[0].series
+    assert sum(len(s.steps) for s in series.values()) <= 300
+    assert series["loss"].decimated and max(series["loss"].values) == 999.0  # spikes kept
+    assert not series["lr"].decimated and len(series["lr"].steps) == 10
+    roomy = broker.history(max_total_points=5000)  # within the bound: every point
+    assert roomy.runs[0].series == full.runs[0].series

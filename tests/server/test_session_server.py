@@ -14,10 +14,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from tqdm import tqdm
 
 from onthefly.errors import ConfigurationError
 from onthefly.server import SessionServer
 from onthefly.server.discovery import list_sessions, sessions_dir
+from tests import interruptible
 
 from .conftest import answer, ask, open_client, recv
 
@@ -34,15 +36,40 @@ def _publish_steps(server: SessionServer, start: int, count: int) -> None:
 # --------------------------------------------------------------------------- lifecycle
 
 
-def test_start_prints_the_address_and_first_connection(capsys: pytest.CaptureFixture[str]) -> None:
+def test_start_prints_the_address_and_each_new_kind_of_dashboard_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with SessionServer("proj", "main", port=0) as server:
         assert server.url == f"http://127.0.0.1:{server.port}/?token={server.token}"
         assert len(server.token) >= 32
-        with open_client(server), open_client(server):
-            pass
+        browser = {"Origin": f"http://127.0.0.1:{server.port}"}
+        vscode = {"User-Agent": "onthefly-vscode"}
+        # A script, a browser tab and its reconnects, then VS Code twice.
+        for headers in ({}, browser, browser, vscode, vscode):
+            with open_client(server, additional_headers=headers):
+                pass
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"[onthefly] dashboard: {server.url}"
-    assert lines.count(f"[onthefly] dashboard connected on ws://127.0.0.1:{server.port}") == 1
+    address = f"ws://127.0.0.1:{server.port}"
+    assert lines == [
+        f"[onthefly] dashboard: {server.url}",
+        f"[onthefly] dashboard connected (browser) on {address}",
+        f"[onthefly] dashboard connected (VS Code) on {address}",
+    ]
+
+
+def test_console_lines_go_above_a_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    bar = tqdm(total=10, file=sys.stderr, desc="Epoch 0")
+    try:
+        bar.update(3)
+        with SessionServer("proj", "main", port=0):
+            pass
+        bar.update(3)
+    finally:
+        bar.close()
+    captured = capsys.readouterr()
+    assert captured.out.startswith("[onthefly] dashboard: http://127.0.0.1:")
+    # tqdm cleared the bar for the line and drew it again after: no line broken in two.
+    assert captured.err.count("Epoch 0") >= 2 and "[onthefly]" not in captured.err
 
 
 def test_quiet_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
@@ -114,22 +141,22 @@ def test_discovery_file_is_removed_however_the_script_ends(
 
 
 def test_demo_exits_cleanly_on_ctrl_c(onthefly_home: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-u", str(REPO / "examples" / "demo.py")],
+    with subprocess.Popen(
+        interruptible.command(str(REPO / "examples" / "demo.py"), python_flags=("-u",)),
+        cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "ONTHEFLY_HOME": str(onthefly_home), "ONTHEFLY_PORT": "0"},
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("[onthefly] dashboard: http://127.0.0.1:")
-        (session,) = list_sessions()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        proc.kill()
-        proc.wait()
+    ) as proc:  # the with closes the pipes, also after a failed check
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().startswith("[onthefly] dashboard: http://127.0.0.1:")
+            (session,) = list_sessions()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            proc.kill()
     assert proc.returncode == 0, f"exit status {proc.returncode}\nstdout:\n{out}\nstderr:\n{err}"
     assert "Traceback" not in err, err
     assert session.pid == proc.pid

@@ -110,6 +110,54 @@ def test_foreign_host_header_is_refused(server: SessionServer) -> None:
     assert _get(server, "/", host=f"localhost:{server.port}").status == 200
 
 
+def _raw_status(server: SessionServer, head: str) -> tuple[int, str]:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(head.encode("latin-1") + b"\r\n")
+        answer = sock.makefile("rb").read().decode("latin-1")
+    return int(answer.split()[1]), answer
+
+
+_UPGRADE = "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+_UPGRADE += "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ("Host: {own}\r\nHost: {own}\r\n", "2 Host headers"),
+        ("Host: {own}\r\nHost: evil.example\r\n", "2 Host headers"),
+        ("", "No Host header"),
+        ("Host: \r\n", "Malformed Host"),
+        ("Host: 127.0.0.1:{port} x\r\n", "Malformed Host"),
+        ("Host: user@127.0.0.1:{port}\r\n", "Malformed Host"),
+        ("Host: {own}\r\nOrigin: http://127.0.0.1:{port}\r\nOrigin: null\r\n", "2 Origin"),
+        ("Host: {own}\r\nOrigin: 127.0.0.1:{port}\r\n", "Malformed Origin"),
+        ("Host: {own}\r\nOrigin: http://127.0.0.1:{port}/page\r\n", "Malformed Origin"),
+        ("Host: {own}\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n", "2 Auth"),
+    ],
+)
+@pytest.mark.parametrize("upgrade", [True, False])
+def test_repeated_or_malformed_host_and_origin_headers_get_400(
+    server: SessionServer, headers: str, expected: str, upgrade: bool
+) -> None:
+    fields = headers.format(own=f"127.0.0.1:{server.port}", port=server.port)
+    path = f"/?token={server.token}"
+    status, answer = _raw_status(
+        server, f"GET {path} HTTP/1.1\r\n{fields}{_UPGRADE if upgrade else ''}"
+    )
+    assert status == 400, answer
+    assert expected in answer
+
+
+def test_well_formed_but_foreign_hosts_and_origins_stay_403(server: SessionServer) -> None:
+    own = f"Host: 127.0.0.1:{server.port}\r\n"
+    path = f"/?token={server.token}"
+    foreign_host = f"GET / HTTP/1.1\r\nHost: [::1]:{server.port}\r\n"
+    foreign_origin = f"GET {path} HTTP/1.1\r\n{own}Origin: https://evil.example\r\n{_UPGRADE}"
+    assert _raw_status(server, foreign_host)[0] == 403
+    assert _raw_status(server, foreign_origin)[0] == 403
+
+
 # --------------------------------------------------------------------------- static files
 
 

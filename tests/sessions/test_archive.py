@@ -169,3 +169,78 @@ def test_a_file_crafted_to_run_code_is_refused_and_runs_nothing(tmp_path: Path, 
     with SessionArchive(path) as archive, pytest.raises(SessionFileError, match="refused"):
         archive.load_torch(MODEL)
     assert not marker.exists()
+
+
+def _nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def test_a_deeply_nested_manifest_is_refused_naming_the_member(tmp_path: Path) -> None:
+    raw = manifest_bytes().replace(b'"trainer":{}', b'"trainer":{"x":' + _nested(100_000) + b"}")
+    path = zip_with(tmp_path / "deep.otf", {"manifest.json": raw})
+    with pytest.raises(
+        SessionFileError, match=r"member manifest\.json was refused: it nests deeper"
+    ):
+        SessionArchive(path)
+
+
+def test_json_members_are_bounded_by_their_parsed_size(tmp_path: Path) -> None:
+    # 100,000 empty lists: 300 kB of text, over 6 MB once parsed.
+    lists = b"[" + b"[]," * 100_000 + b"[]]"
+    raw = manifest_bytes().replace(b'"trainer":{}', b'"trainer":{"x":' + lists + b"}")
+    path = zip_with(tmp_path / "wide.otf", {"manifest.json": raw, "history/h.json": lists})
+    with pytest.raises(SessionFileError, match=r"manifest.json was refused: .* once parsed"):
+        SessionArchive(path, Limits(max_manifest_memory=1 << 20))
+    with (
+        SessionArchive(path, Limits(max_json_memory=1 << 20)) as archive,
+        pytest.raises(SessionFileError, match=r"history/h.json was refused: .* MiB"),
+    ):
+        archive.read_json("history/h.json")
+
+
+def test_a_manifest_over_its_own_size_limit_is_refused(tmp_path: Path) -> None:
+    path = good_file(tmp_path / "a.otf")
+    with pytest.raises(SessionFileError, match=r"manifest.json is \d+ bytes; expected at most 10"):
+        SessionArchive(path, Limits(max_manifest_bytes=10))
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["files/x", "files/x/y"],
+        ["files/x/y", "files/x"],
+        ["files/x/", "files/x"],
+        ["files/a/b/c", "files/a/b"],
+    ],
+)
+def test_a_name_that_is_both_a_file_and_a_folder_is_refused(
+    tmp_path: Path, names: list[str]
+) -> None:
+    members = {"manifest.json": manifest_bytes(), **{name: b"x" for name in names}}
+    path = zip_with(tmp_path / "clash.otf", members)
+    with pytest.raises(SessionFileError, match="both as a file and as a folder"):
+        SessionArchive(path)
+
+
+def test_files_beside_each_other_in_folders_are_fine(tmp_path: Path) -> None:
+    members = {"manifest.json": manifest_bytes(), "files/a/x": b"1", "files/a/y": b"2"}
+    path = zip_with(tmp_path / "ok.otf", {**members, "files/a/": b"", "files/b": b"3"})
+    with SessionArchive(path) as archive:
+        written = archive.extract("files/", tmp_path / "out")
+    assert sorted(p.relative_to(tmp_path / "out").as_posix() for p in written) == [
+        "a/x",
+        "a/y",
+        "b",
+    ]
+
+
+def test_a_history_that_is_not_a_snapshot_is_a_session_file_error(tmp_path: Path) -> None:
+    from onthefly.protocol import Snapshot
+
+    members = {"manifest.json": manifest_bytes(), "history/history.json": b'{"runs": 3}'}
+    path = zip_with(tmp_path / "h.otf", members)
+    with (
+        SessionArchive(path) as archive,
+        pytest.raises(SessionFileError, match=r"history\.json is not a valid Snapshot"),
+    ):
+        archive.read_model("history/history.json", Snapshot)

@@ -76,3 +76,49 @@ def test_an_expected_export_keeps_the_state_of_a_fetch_not_yet_trained() -> None
     assert len(position.pending_rng) == 1
     tracked.arm(Resume(position, rng.capture()))
     assert torch.equal(next(iter(tracked)), first)  # the same random draws
+
+
+class _OwnOrder(torch.utils.data.Sampler[int]):
+    """A custom sampler drawing from its own generator (the ``generator`` convention)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.generator = torch.Generator().manual_seed(4)
+
+    def __iter__(self) -> Any:
+        return iter(torch.randperm(self.n, generator=self.generator).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("kind", ["loader", "custom sampler", "distributed"])
+def test_a_mid_epoch_resume_restores_the_loader_s_own_state(kind: str, workers: int) -> None:
+    data: Any = _Noisy()
+    if kind == "loader":
+        options: dict[str, Any] = {"shuffle": True, "generator": torch.Generator().manual_seed(3)}
+    elif kind == "custom sampler":
+        options = {"sampler": _OwnOrder(len(data))}
+    else:
+        options = {"sampler": torch.utils.data.DistributedSampler(data, 2, 1, seed=5)}
+    loader = DataLoader(data, batch_size=4, num_workers=workers, **options)
+    sampler_epoch = getattr(loader.sampler, "set_epoch", None)
+    tracked = TrackedLoader(loader)
+    torch.manual_seed(0)
+    list(iter(tracked))  # an epoch moves the generators on
+    if sampler_epoch is not None:
+        sampler_epoch(1)
+    batches = iter(tracked)
+    first = [next(batches) for _ in range(3)]
+    position, after = tracked.position(consumed=3), rng.capture()
+    expected = [b.tolist() for b in batches]
+    del first
+
+    # As in another process: the generators elsewhere, the sampler at another epoch.
+    torch.manual_seed(123)
+    list(iter(loader))
+    if sampler_epoch is not None:
+        sampler_epoch(0)
+    tracked.arm(Resume(position, after))
+    assert [b.tolist() for b in iter(tracked)] == expected

@@ -13,6 +13,7 @@ import onthefly
 from onthefly.errors import CommandError
 from onthefly.protocol import Snapshot
 from onthefly.sessions import view
+from tests import interruptible
 from tests.callbacks.live import wait_for_session
 from tests.sessions.training import Losses, native_run
 
@@ -43,22 +44,22 @@ def test_the_history_is_served_and_control_commands_are_refused(
 
 
 def test_onthefly_view_runs_until_ctrl_c(exported: Path, onthefly_home: Path) -> None:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "onthefly", "view", str(exported), "--port", "0"],
+    with subprocess.Popen(
+        interruptible.command("-m", "onthefly", "view", str(exported), "--port", "0"),
+        cwd=interruptible.ROOT,
         stdout=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert process.stdout is not None
-        assert process.stdout.readline().startswith("[onthefly] dashboard: http://127.0.0.1:")
-        session = wait_for_session(onthefly_home)
-        assert session.project == "resume"
-        process.send_signal(2)  # Ctrl+C
-        assert process.wait(timeout=30) == 130
-    finally:
-        process.kill()
-        process.wait(timeout=30)
-        process.stdout.close()  # type: ignore[union-attr]
+    ) as process:  # the with closes the pipe, also after a failed check
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.startswith("[onthefly] dashboard: http://127.0.0.1:")
+            session = wait_for_session(onthefly_home)
+            assert session.project == "resume"
+            process.send_signal(2)  # Ctrl+C
+            assert process.wait(timeout=30) == 130
+        finally:
+            process.kill()
 
 
 def test_inspect_reads_the_file_without_torch(exported: Path) -> None:

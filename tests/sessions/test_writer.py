@@ -64,3 +64,32 @@ def test_export_paths_are_checked(tmp_path: Path) -> None:
         export_path(str(tmp_path / "a\nb.otf"))
     with pytest.raises(SessionFileError, match="empty"):
         export_path("  ")
+
+
+def test_an_existing_file_is_refused_unless_overwrite(tmp_path: Path) -> None:
+    taken = tmp_path / "run.otf"
+    taken.write_text("earlier")
+    with pytest.raises(SessionFileError, match=r"run\.otf exists; expected a new file name"):
+        export_path(tmp_path / "run")
+    assert export_path(tmp_path / "run", overwrite=True) == taken
+    (tmp_path / "link.otf").symlink_to(tmp_path / "nowhere")  # a dangling link is there too
+    with pytest.raises(SessionFileError, match="exists"):
+        export_path(tmp_path / "link.otf")
+
+
+def test_a_file_that_appears_while_writing_is_not_replaced(tmp_path: Path) -> None:
+    from tests.sessions.test_archive import manifest
+
+    target = tmp_path / "run.otf"
+    with ArchiveWriter(target, overwrite=False) as writer:
+        writer.add_json("history/history.json", {"runs": []})
+        target.write_text("someone else's")
+        with pytest.raises(SessionFileError, match="exists"):
+            writer.commit(manifest())
+    assert target.read_text() == "someone else's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.otf"]  # no temporary file left
+
+
+def test_a_name_the_file_system_refuses_is_a_session_file_error(tmp_path: Path) -> None:
+    with pytest.raises(SessionFileError, match="too long"):
+        export_path(tmp_path / ("x" * 300))

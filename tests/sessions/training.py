@@ -1,4 +1,8 @@
-"""Runs for the resume tests: a noisy dataset, dropout, shuffling, both drivers."""
+"""Runs for the resume tests: a noisy dataset, dropout, shuffling, both drivers.
+
+``generator=True`` gives the training loader a generator of its own (its order and its
+workers' seeds then come from it, not from the global generator).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,6 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from torch import nn
-from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 
 import onthefly
@@ -30,8 +33,9 @@ class Noisy(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return self.x[i] + 0.1 * torch.randn(6), self.y[i]
 
 
-def data(workers: int = 0) -> DataLoader[Any]:
-    return DataLoader(Noisy(), batch_size=8, shuffle=True, num_workers=workers)
+def data(workers: int = 0, generator: bool = False) -> DataLoader[Any]:
+    own = torch.Generator().manual_seed(7) if generator else None
+    return DataLoader(Noisy(), batch_size=8, shuffle=True, num_workers=workers, generator=own)
 
 
 def net() -> nn.Module:
@@ -40,11 +44,18 @@ def net() -> nn.Module:
 
 
 class Losses(pl.Callback):
-    """Records each step's loss; exports the session after ``export_at`` steps."""
+    """Records each step's loss; exports the session after ``export_at`` steps. At the end
+    of fit it keeps the per-sample store's state (``store``)."""
 
     def __init__(self, export_at: int | None = None, path: Path | None = None) -> None:
         self.losses: list[float] = []
         self.export_at, self.path = export_at, path
+        self.store: dict[str, Any] = {}
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        otf = next((cb for cb in trainer.callbacks if isinstance(cb, OnTheFly)), None)
+        if otf is not None and otf.sample_tracker is not None:  # state_dict folds the buffer
+            self.store = otf.sample_tracker.state_dict()["store"]
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, *args: Any) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
@@ -55,14 +66,23 @@ class Losses(pl.Callback):
 
 
 def native_run(
-    steps: int, workers: int = 0, losses: Losses | None = None, resume_from: Path | None = None
+    steps: int,
+    workers: int = 0,
+    losses: Losses | None = None,
+    resume_from: Path | None = None,
+    generator: bool = False,
+    extra: tuple[Any, ...] = (),
 ) -> Losses:
     """A native run to ``steps`` optimizer steps (6 batches per epoch)."""
     losses = losses or Losses()
     torch.manual_seed(99)  # a different global state each time: a resume must not depend on it
     model = net()
     trainer = onthefly.Trainer(
-        project="resume", max_steps=steps, callbacks=[losses], progress_bar=False, quiet=True
+        project="resume",
+        max_steps=steps,
+        callbacks=[losses, *extra],
+        progress_bar=False,
+        quiet=True,
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
@@ -70,7 +90,7 @@ def native_run(
         model=model,
         optimizer=optimizer,
         loss_fn=nn.CrossEntropyLoss(),
-        train_loader=data(workers),
+        train_loader=data(workers, generator),
         scheduler=scheduler,
         scheduler_interval="step",
         resume_from=resume_from,
@@ -82,10 +102,11 @@ class Module(pl.LightningModule):
     def __init__(self) -> None:
         super().__init__()
         self.net = net()
+        self.loss = nn.CrossEntropyLoss()
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, y = batch
-        return F.cross_entropy(self.net(x), y)
+        return self.loss(self.net(x), y)
 
     def configure_optimizers(self) -> Any:
         optimizer = torch.optim.Adam(self.parameters(), lr=0.01)
@@ -94,8 +115,15 @@ class Module(pl.LightningModule):
 
 
 def lightning_run(
-    steps: int, workers: int = 0, losses: Losses | None = None, resume_from: Path | None = None
+    steps: int,
+    workers: int = 0,
+    losses: Losses | None = None,
+    resume_from: Path | None = None,
+    generator: bool = False,
+    attach: bool = True,
+    extra: tuple[Any, ...] = (),
 ) -> Losses:
+    """A Lightning run to ``steps`` steps; ``attach=False`` runs it without OnTheFly."""
     losses = losses or Losses()
     torch.manual_seed(99)
     trainer = pl.Trainer(
@@ -106,8 +134,12 @@ def lightning_run(
         enable_progress_bar=False,
         enable_model_summary=False,
         num_sanity_val_steps=0,
-        callbacks=[losses],
+        callbacks=[losses, *extra],
     )
-    onthefly.attach_lightning(trainer, project="resume", quiet=True, resume_from=resume_from)
-    trainer.fit(Module(), train_dataloaders=data(workers))
+    module = Module()
+    if attach:
+        onthefly.attach_lightning(
+            trainer, project="resume", quiet=True, resume_from=resume_from, loss_fn=module.loss
+        )
+    trainer.fit(module, train_dataloaders=data(workers, generator))
     return losses

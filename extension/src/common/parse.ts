@@ -11,6 +11,7 @@ const SERVER_TYPES: Record<ServerMessage['type'], true> = {
   test_result: true,
   health_result: true,
   hparam_change: true,
+  hparam_error: true,
   scan_progress: true,
   fork_progress: true,
   lineage: true,

@@ -13,6 +13,7 @@ import type {
   ForkProgress,
   HealthResult,
   HparamChange,
+  HparamError,
   LineageChanged,
   LogRecord,
   RunInfo,
@@ -39,6 +40,8 @@ export interface RunView {
   health: Partial<Record<HealthResult['check'], HealthResult>>;
   /** Hyperparameter changes in step order (chart markers). */
   hparams: HparamChange[];
+  /** The latest edit the optimizer failed under (rolled back, run paused), if any. */
+  hparamError: HparamError | null;
   /** The latest progress of a full-split scan, by split. */
   scans: Partial<Record<ScanProgress['split'], ScanProgress>>;
   /** A fork run's latest training progress. */
@@ -153,6 +156,7 @@ export function applyServerMessage(
     case 'test_result':
     case 'health_result':
     case 'hparam_change':
+    case 'hparam_error':
     case 'scan_progress':
     case 'fork_progress':
     case 'lineage':
@@ -214,6 +218,9 @@ function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boo
       break;
     case 'hparam_change':
       addHparamChange(run.hparams, event);
+      break;
+    case 'hparam_error':
+      run.hparamError = event;
       break;
     case 'scan_progress':
       run.scans[event.split] = event;
@@ -279,6 +286,7 @@ export function newRun(info: RunInfo): RunView {
     tests: [],
     health: {},
     hparams: [],
+    hparamError: null,
     scans: {},
     fork: null,
     lineage: null,

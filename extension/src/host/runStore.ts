@@ -33,7 +33,8 @@ export interface RunStoreOptions {
 /** A socket to a session with its token in the `Authorization` header (never in a URL). */
 export function openSessionSocket(session: SessionFile): SocketLike {
   const socket = new WebSocket(`ws://127.0.0.1:${session.port}/`, {
-    headers: { Authorization: `Bearer ${session.token}` },
+    // The User-Agent tells the session a VS Code dashboard connected (it prints that once).
+    headers: { Authorization: `Bearer ${session.token}`, 'User-Agent': 'onthefly-vscode' },
   });
   return socket as unknown as SocketLike;
 }

@@ -37,7 +37,8 @@ export interface MergeForm {
   /** Comma-separated (soup: the parent first, then each fork; adapter: each fork). */
   weights: string;
   optimizer: 'keep' | 'reset';
-  /** Distillation: optimizer steps, learning rate (empty: the run's), temperature. */
+  /** Distillation: optimizer steps, learning rate (empty: the run's), temperature (empty:
+   * chosen on validation). */
   steps: string;
   lr: string;
   temperature: string;
@@ -119,10 +120,12 @@ export function mergeCommand(form: MergeForm): Checked {
   if (form.method === 'distill') {
     const steps = wholeNumber(form.steps, 'distillation steps');
     if (typeof steps === 'string') return { error: steps };
-    const temperature = positive(form.temperature, 'temperature');
-    if (typeof temperature === 'string') return { error: temperature };
     fields.steps = steps;
-    fields.temperature = temperature;
+    if (form.temperature.trim()) {
+      const temperature = positive(form.temperature, 'temperature');
+      if (typeof temperature === 'string') return { error: temperature };
+      fields.temperature = temperature;
+    }
     if (form.lr.trim()) {
       const lr = positive(form.lr, 'learning rate');
       if (typeof lr === 'string') return { error: lr };

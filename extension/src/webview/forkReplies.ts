@@ -52,6 +52,12 @@ export interface MergeReport {
   after: Scores;
   /** Distillation statistics. */
   distill: Record<string, number> | null;
+  /** Whether the merged weights replaced the run's (a merge worse on validation is not). */
+  applied: boolean;
+  /** Why it was not applied. */
+  reason: string | null;
+  /** The options chosen on validation from the grid (weights, temperature, strength). */
+  choice: Record<string, unknown>;
 }
 
 export interface LineageView {
@@ -114,6 +120,9 @@ export function parseMerge(data: Data): MergeReport {
     before: scores(data.before, found.length, 'before'),
     after: scores(data.after, found.length, 'after'),
     distill,
+    applied: data.applied !== false,
+    reason: typeof data.reason === 'string' ? data.reason : null,
+    choice: typeof data.choice === 'object' && data.choice !== null ? (data.choice as Record<string, unknown>) : {},
   };
 }
 
@@ -166,6 +175,9 @@ export function reportRows(report: MergeReport): ReportRow[] {
 export function mergeCaption(report: MergeReport): string {
   const parts = [`${report.name}: ${report.method} of ${report.forks.join(', ')} at step ${report.step}`, `optimizer ${report.optimizer}`];
   if (report.kept) parts.push(`kept ${report.kept.join(', ') || 'none'}`);
+  const chosen = Object.entries(report.choice).map(([k, v]) => `${k} ${Array.isArray(v) ? v.map((x) => formatNumber(Number(x))).join('/') : formatNumber(Number(v))}`);
+  if (chosen.length) parts.push(`chosen on validation: ${chosen.join(', ')}`);
+  if (!report.applied) parts.push('not applied');
   if (report.distill) parts.push(Object.entries(report.distill).map(([k, v]) => `${k} ${formatNumber(v)}`).join(', '));
   parts.push(`${report.duration.toFixed(1)} s`);
   return parts.join(' · ');

@@ -113,7 +113,8 @@ function fade(color: number, background: number, keep: number): number {
   return out >>> 0;
 }
 
-const MARGIN = { left: 34, bottom: 18, top: 4, right: 6 };
+/** The plot's margins around the points, in CSS pixels (the axis labels sit in them). */
+export const MARGIN = { left: 34, bottom: 18, top: 4, right: 6 };
 
 /** Draw `points` over `extent` filling `canvas` (backing size = CSS size × dpr); returns where. */
 export function drawScatter(canvas: HTMLCanvasElement, points: ScatterPoints, extent: Extent, style: ScatterStyle): Placement {

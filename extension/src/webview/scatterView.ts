@@ -31,6 +31,8 @@ export class ScatterView {
   readonly element: HTMLElement;
   private readonly tip = h('div', { class: 'scatter-tip', hidden: true, 'data-testid': 'scatter-tip' });
   private cloud: PointCloud | null = null;
+  /** The extent of the last draw (`null` with nothing drawn): what a position on it means. */
+  extent: Extent | null = null;
   private placed: Placement | null = null;
   private picked: ReadonlySet<number> | null = null;
   private hovered = -1;
@@ -72,6 +74,7 @@ export class ScatterView {
     const cloud = this.cloud;
     this.canvas.dataset.points = cloud ? String(cloud.points.x.length) : '';
     this.canvas.dataset.total = cloud ? String(cloud.total) : '';
+    this.extent = null;
     if (!cloud) {
       this.placed = null;
       this.canvas.getContext('2d')?.clearRect(0, 0, this.canvas.width, this.canvas.height);
@@ -92,6 +95,7 @@ export class ScatterView {
     };
     const extent = this.spec.extent?.(cloud) ?? extentOf(cloud.points.x, cloud.points.y);
     this.placed = drawScatter(this.canvas, cloud.points, extent, style);
+    this.extent = extent;
   }
 
   private move(e: PointerEvent): void {

@@ -193,6 +193,17 @@ test('at a pause: export the session, list the checkpoint ring, restore, load; v
   await page.click('[data-testid=session-export]');
   await page.waitForFunction(() => /^export: \/.*demo\.otf \(.*\) at step \d+$/.test(document.querySelector('[data-testid=session-ack]')?.textContent ?? ''), undefined, { timeout: 30_000 });
   assert.ok(existsSync(file) && statSync(file).size > 0);
+  // The same path again: refused as existing, and only "Replace" sends it with overwrite.
+  const written = statSync(file).mtimeMs;
+  await page.click('[data-testid=session-export]');
+  await page.click('[data-testid=confirm-overwrite] [data-testid=confirm-keep]');
+  assert.match(await page.textContent('[data-testid=session-ack]') ?? '', /exists; expected a new file name, or overwrite to replace it \(file_error\)$/);
+  assert.equal(statSync(file).mtimeMs, written);
+  await page.click('[data-testid=session-export]');
+  await page.click('[data-testid=confirm-overwrite] [data-testid=confirm-replace]');
+  await page.waitForFunction(() => /^export: \/.*demo\.otf \(.*\) at step \d+$/.test(document.querySelector('[data-testid=session-ack]')?.textContent ?? ''), undefined, { timeout: 30_000 });
+  assert.ok(statSync(file).mtimeMs > written);
+  assert.equal(await page.locator('[data-testid=confirm-overwrite]').count(), 0);
   // The pause put a snapshot in the ring; the list shows it with an enabled Restore.
   const row = page.locator('[data-testid=checkpoints] tr[data-checkpoint]').last();
   await row.waitFor();

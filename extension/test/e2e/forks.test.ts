@@ -2,7 +2,7 @@
  * Forks and merges in real Chromium against a real training (a small MLP with a hard
  * minority slice, `fixtures/fork_run.py`): pause, drag a loss range into a selection, fork
  * on it from the histogram (progress bar, Cancel), fork again from the selection table, see
- * the child run under its parent, open the dialog from a data-map region, compare, merge (soup) with its before/after report, read
+ * the child run under its parent, open the dialog from a data-map region, compare (with the baselines), merge (greedy) with its before/after report, read
  * the lineage graph (fit, zoom, click a node), discard the merge and resume.
  */
 import assert from 'node:assert/strict';
@@ -116,22 +116,26 @@ test('a data-map region opens the fork dialog on its selection', async () => {
   assert.equal(await page.isVisible('[data-testid=fork-dialog]'), false);
 });
 
-test('compare shows the parent and the fork on the slice, the rest and validation', async () => {
+test('compare shows the parent, the fork and its equal-compute baselines on the slice, the rest and validation', async () => {
   const { page } = browser;
   await page.click('[data-testid=compare]');
-  await page.waitForSelector('[data-testid=compare-table] tr[data-model=hard]', { timeout: 30_000 });
-  assert.deepEqual(await page.locator('[data-testid=compare-table] tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-model'))), ['mlp', 'hard']);
+  await page.waitForSelector('[data-testid=compare-table] tr[data-model=hard]', { timeout: 60_000 });
+  const models = await page.locator('[data-testid=compare-table] tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-model')));
+  assert.deepEqual(models.slice(0, 2), ['mlp', 'hard']);
+  assert.match(String(models[2]), /^continue-\d+$/);
+  assert.equal(models[3], 'oversample-hard');
   const head = await text('[data-testid=compare-table] thead');
   for (const target of ['hard', 'rest', 'val']) assert.ok(head.includes(target), `${target} column`);
-  assert.match(await text('[data-testid=compare-caption]'), /^2 models at step \d+/);
+  assert.match(await text('[data-testid=compare-caption]'), /^4 models at step \d+/);
 });
 
-test('a soup merge reports before and after; the lineage shows main, forks and the merge', async () => {
+// A greedy soup is never worse than the paused model on validation, so it is always applied.
+test('a greedy merge reports before and after; the lineage shows main, forks and the merge', async () => {
   const { page } = browser;
   await page.click('[data-testid=merge-open]');
   await page.waitForSelector('[data-testid=merge-dialog][open]');
   assert.deepEqual(await page.locator('[data-testid=merge-forks] input').evaluateAll((boxes) => boxes.map((b) => (b as HTMLInputElement).value)), ['hard'], 'only finished forks');
-  await page.selectOption('[data-testid=merge-method]', 'soup');
+  await page.selectOption('[data-testid=merge-method]', 'greedy');
   await page.click('[data-testid=merge-submit]');
   await waitText('[data-testid=merge-ack]', /^merged merge-1/);
   const rows = page.locator('[data-testid=merge-report] tbody tr');
@@ -139,7 +143,7 @@ test('a soup merge reports before and after; the lineage shows main, forks and t
   for (const cell of await page.locator('[data-testid=merge-report] td[data-before], [data-testid=merge-report] td[data-after]').allTextContents()) {
     assert.match(cell, /^[\d.e-]+$/, 'a loss before and after on every target');
   }
-  assert.match(await text('[data-testid=merge-caption]'), /^merge-1: soup of hard at step \d+ · optimizer keep/);
+  assert.match(await text('[data-testid=merge-caption]'), /^merge-1: greedy of hard at step \d+ · optimizer keep/);
 
   await page.waitForSelector('[data-testid=lineage-node][data-kind=merge][data-status=active]');
   const nodes = await page.locator('[data-testid=lineage-node]').evaluateAll((els) => els.map((e) => `${e.getAttribute('data-kind')}:${e.getAttribute('data-status')}`));

@@ -1,8 +1,8 @@
 /**
  * The per-sample panels in real Chromium against a real training (the demo CNN): pause,
  * scan the train split, see its loss histogram, drag a region into a selection, see the
- * table fill, export it as CSV (the file exists), pick a data-map region, project the
- * explorer.
+ * table fill, export it as CSV (the file exists), pick a data-map region, drag a box on the
+ * data map, project the explorer.
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
@@ -80,6 +80,21 @@ test('the data map shows the training statistics; a region becomes a selection',
   await page.click('[data-region=hard]');
   await page.waitForFunction(() => /^selected train-hard: \d+ samples/.test(document.querySelector('[data-testid=data-map-ack]')?.textContent ?? ''));
   await page.waitForFunction(() => (document.querySelector('[data-testid=selection]') as HTMLSelectElement | null)?.value === 'train-hard');
+});
+
+test('a box dragged on the data map selects the samples inside it; likely mislabeled too', async () => {
+  const { page } = browser;
+  const canvas = await page.locator('[data-testid=data-map]').boundingBox();
+  assert.ok(canvas);
+  // From the top left of the plot to its middle: high confidence, low variability.
+  await page.mouse.move(canvas.x + 36, canvas.y + 6);
+  await page.mouse.down();
+  await page.mouse.move(canvas.x + canvas.width / 2, canvas.y + canvas.height / 2, { steps: 5 });
+  await page.mouse.up();
+  await page.waitForFunction(() => /^selected train-box-[\d.e_-]+: \d+ samples/.test(document.querySelector('[data-testid=data-map-ack]')?.textContent ?? ''));
+  await page.waitForFunction(() => (document.querySelector('[data-testid=selection]') as HTMLSelectElement | null)?.value.startsWith('train-box-'));
+  await page.click('[data-region=mislabeled]');
+  await page.waitForFunction(() => /^selected train-mislabeled: \d+ samples/.test(document.querySelector('[data-testid=data-map-ack]')?.textContent ?? ''));
 });
 
 test('the explorer projects the scanned split', async () => {

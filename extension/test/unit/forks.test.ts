@@ -176,6 +176,9 @@ test('a merge reply becomes a before/after report per target', () => {
   assert.equal(mergeCaption(report), 'merge-1: soup of hard at step 836 · optimizer keep · 0.1 s');
   const greedy = parseMerge({ ...mergeReply, method: 'greedy', kept: ['mlp'], distill: null });
   assert.match(mergeCaption(greedy), /kept mlp/);
+  const refused = parseMerge({ ...mergeReply, applied: false, reason: 'worse', choice: { weights: [0.25, 0.75] } });
+  assert.equal(refused.applied, false);
+  assert.match(mergeCaption(refused), /chosen on validation: weights 0.25\/0.75 · not applied/);
   const distilled = parseMerge({ ...mergeReply, method: 'distill', distill: { steps: 100, distill_loss: 0.25 } });
   assert.match(mergeCaption(distilled), /steps 100, distill_loss 0.25/);
   assert.throws(() => parseMerge({ ...mergeReply, after: { loss: [1], accuracy: [1, 2, 3] } }), /after loss has no list of 3 values/);
@@ -280,6 +283,9 @@ test('the merge dialog becomes one merge command, or says what is wrong', () => 
   });
   assert.deepEqual(mergeCommand({ ...mergeForm, method: 'distill', steps: '0' }), { error: 'distillation steps "0" is not a whole number >= 1' });
   assert.deepEqual(mergeCommand({ ...mergeForm, method: 'distill', temperature: '0' }), { error: 'temperature "0" is not a number > 0' });
+  assert.deepEqual(mergeCommand({ ...mergeForm, method: 'distill', temperature: ' ' }), {
+    command: { type: 'merge', method: 'distill', forks: ['hard'], optimizer: 'keep', steps: 100 },
+  });
   assert.match((mergeCommand({ ...mergeForm, name: 'a/b' }) as { error: string }).error, /^merge name "a\/b" is not a valid name/);
 });
 

@@ -6,6 +6,8 @@ import { test } from 'node:test';
 import type { Command } from '../../src/protocol.gen';
 import { parseServerMessage, ProtocolError } from '../../src/common/parse';
 import { applyServerMessage, newSource } from '../../src/common/state';
+import { refusedAsExisting } from '../../src/webview/overwrite';
+import { describeFailure } from '../../src/webview/panels/hparams';
 import { applyHostMessage } from '../../src/webview/state';
 
 // Compiled to extension/out/test/unit/: the repository root is four levels up.
@@ -57,4 +59,27 @@ test('frames that are not server messages fail with a clear error', () => {
   assert.throws(() => parseServerMessage('[1]'), /frame is an array; expected a JSON object/);
   assert.throws(() => parseServerMessage('{"type":"nope"}'), /type "nope"; expected one of run_started/);
   assert.throws(() => parseServerMessage('{"type":"batch"}'), /no events list/);
+});
+
+test('the golden refusal of an export onto an existing file is recognised, and no other error', () => {
+  const refusal = parseServerMessage(readFileSync(join(examples, 'valid', 'server', 'error-file_exists.json'), 'utf8'));
+  assert.equal(refusal.type, 'error');
+  if (refusal.type !== 'error') return;
+  assert.ok(refusedAsExisting({ ok: false, code: refusal.error.code, message: refusal.error.message }));
+  const other = parseServerMessage(readFileSync(join(examples, 'valid', 'server', 'error.json'), 'utf8'));
+  if (other.type !== 'error') return;
+  assert.ok(!refusedAsExisting({ ok: false, code: other.error.code, message: other.error.message }));
+  assert.ok(!refusedAsExisting({ ok: true, data: {} }));
+});
+
+test('an hparam_error says what failed and what was put back', () => {
+  const failed = parseServerMessage(readFileSync(join(examples, 'valid', 'server', 'hparam_error.json'), 'utf8'));
+  if (failed.type !== 'hparam_error') throw new Error('expected hparam_error');
+  const source = newSource('k', 'k');
+  applyServerMessage(source, failed);
+  assert.equal(source.runs[failed.run]?.hparamError?.step, 401);
+  const text = describeFailure(failed);
+  assert.match(text, /^step 401: the optimizer failed under the edit \(RuntimeError: value cannot be converted/);
+  assert.match(text, /lr of group 0 back to 0\.001, lr of group 1 back to /);
+  assert.match(text, /and paused$/);
 });

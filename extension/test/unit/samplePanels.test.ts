@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ScanProgress } from '../../src/protocol.gen';
-import { dataMapCaption, parseFraction } from '../../src/webview/panels/dataMap';
+import { boxFromDrag, dataMapCaption, parseFraction } from '../../src/webview/panels/dataMap';
 import { explorerCaption } from '../../src/webview/panels/explorer';
 import { describeSelection, histogramCaption } from '../../src/webview/panels/lossHistogram';
 import { describeExport, nextSorting, pageLabel } from '../../src/webview/panels/sampleTable';
@@ -40,6 +40,18 @@ test('the region share must be in (0, 1]', () => {
   assert.deepEqual(parseFraction('0.25'), { fraction: 0.25 });
   assert.deepEqual(parseFraction('1'), { fraction: 1 });
   for (const bad of ['0', '1.5', '', 'abc', '-0.1']) assert.deepEqual(parseFraction(bad), { error: `region share "${bad}" is not a number in (0, 1]` });
+});
+
+test('a box dragged on the data map becomes confidence and variability bounds', () => {
+  // A 240 x 140 canvas: the plot is 200 x 118 CSS pixels inside margins of 34/6/4/18.
+  const size = { width: 240, height: 140 };
+  const extent = { x0: 0, x1: 0.5, y0: 0, y1: 1 };
+  const box = boxFromDrag({ x: 134, y: 63 }, { x: 34, y: 122 }, size, extent);
+  assert.deepEqual(box, { confidence_min: 0, confidence_max: 0.5, variability_min: 0, variability_max: 0.25 });
+  // Beyond the plot the bounds stay within [0, 1] and the extent; a click is no box.
+  const wide = boxFromDrag({ x: -50, y: -50 }, { x: 400, y: 400 }, size, { x0: 0, x1: 2, y0: -1, y1: 2 });
+  assert.deepEqual(wide, { confidence_min: 0, confidence_max: 1, variability_min: 0, variability_max: 1 });
+  assert.equal(boxFromDrag({ x: 50, y: 50 }, { x: 52, y: 90 }, size, extent), null);
 });
 
 test('scatter captions say when the points are a subsample', () => {

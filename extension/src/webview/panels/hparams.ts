@@ -5,7 +5,7 @@
  */
 import type { CommandBody, Outcome } from '../../common/messages';
 import type { RunView } from '../../common/state';
-import type { HparamChange } from '../../protocol.gen';
+import type { HparamChange, HparamError } from '../../protocol.gen';
 import { fill, formatNumber, h } from '../dom';
 import { describeChange } from '../markers';
 import { AckLines } from './controls';
@@ -104,6 +104,7 @@ export class HparamsPanel {
   private readonly acks = new AckLines(this.ack);
   private readonly current = h('span', { class: 'muted' });
   private readonly history = h('ul', { class: 'hparam-history', 'data-testid': 'hparam-history' });
+  private readonly failure = h('p', { class: 'error', 'data-testid': 'hparam-error', hidden: true });
   private runKey = '';
   private groups = -1;
   private historySignature = '';
@@ -113,7 +114,7 @@ export class HparamsPanel {
     const grid = h('div', { class: 'hparam-grid' });
     for (const input of Object.values(this.inputs)) grid.append(input.label);
     grid.append(h('label', {}, 'group', this.group));
-    this.element.append(h('h3', {}, 'Hyperparameters'), grid, h('div', { class: 'toolbar' }, this.apply, this.current, this.ack), this.history);
+    this.element.append(h('h3', {}, 'Hyperparameters'), grid, h('div', { class: 'toolbar' }, this.apply, this.current, this.ack), this.failure, this.history);
   }
 
   render(runKey: string, run: RunView | null, live: boolean): void {
@@ -137,6 +138,9 @@ export class HparamsPanel {
       );
       this.group.value = Number(chosen) < groups ? chosen : '';
     }
+    const failed = run?.hparamError ?? null;
+    this.failure.hidden = failed === null;
+    this.failure.textContent = failed ? describeFailure(failed) : '';
     const changes = run?.hparams ?? [];
     const signature = `${runKey}|${changes.length}|${changes.at(-1)?.seq ?? 0}`;
     if (signature !== this.historySignature) {
@@ -161,6 +165,17 @@ export class HparamsPanel {
     }
     void this.acks.track(this.runKey, 'set', this.send(parsed.command));
   }
+}
+
+/** What an `hparam_error` says: the step, what failed, what was put back. */
+export function describeFailure(failed: HparamError): string {
+  const restored = failed.rolled_back.map((r) => `${r.name} of group ${r.group} back to ${formatValue(r.restored)}`);
+  return `step ${failed.step}: the optimizer failed under the edit (${failed.message}); rolled back (${restored.join(', ')}) and paused`;
+}
+
+function formatValue(value: number | number[] | null): string {
+  if (value === null) return 'unset';
+  return Array.isArray(value) ? `(${value.map(formatNumber).join(', ')})` : formatNumber(value);
 }
 
 function field(text: string, name: string): { label: HTMLLabelElement; input: HTMLInputElement } {

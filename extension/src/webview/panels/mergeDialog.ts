@@ -26,11 +26,11 @@ export class MergeDialog {
   private readonly forks = h('div', { class: 'fork-choices', 'data-testid': 'merge-forks' });
   private readonly name = h('input', { type: 'text', placeholder: 'merge-<n>', 'aria-label': 'Merge name', size: 20 });
   private readonly optimizer = h('select', { 'aria-label': 'Optimizer state after the merge' }, h('option', { value: 'keep' }, 'keep as it is'), h('option', { value: 'reset' }, 'reset (empty)'));
-  private readonly weights = h('input', { type: 'text', placeholder: 'equal', 'aria-label': 'Weights', size: 20 });
+  private readonly weights = h('input', { type: 'text', placeholder: 'chosen on validation', 'aria-label': 'Weights', size: 20 });
   private readonly weightsRow: HTMLElement[];
   private readonly steps = h('input', { type: 'text', value: '100', 'aria-label': 'Distillation steps', size: 10 });
   private readonly lr = h('input', { type: 'text', placeholder: "the run's", 'aria-label': 'Distillation learning rate', size: 10 });
-  private readonly temperature = h('input', { type: 'text', value: '2', 'aria-label': 'Temperature', size: 10 });
+  private readonly temperature = h('input', { type: 'text', value: '', placeholder: 'chosen on validation', 'aria-label': 'Temperature', size: 10 });
   private readonly distillRows: HTMLElement[];
   private readonly dialog: CommandDialog;
   private runKey = '';
@@ -89,7 +89,6 @@ export class MergeDialog {
     this.help.textContent = METHOD_HELP[method];
     const weighted = method === 'soup' || method === 'adapter';
     for (const el of this.weightsRow) el.hidden = !weighted;
-    this.weights.placeholder = method === 'soup' ? 'equal (parent, then each fork)' : '1 per fork';
     for (const el of this.distillRows) el.hidden = method !== 'distill';
     const checked = new Set(this.chosen());
     const forks = mergeableForks(this.lineage, method);

@@ -62,7 +62,10 @@ export class MergePanel {
     await this.replies.track(key, this.hooks.send(key, command), {
       label: `merge (${method})`,
       cancelled: 'merge cancelled',
-      done: (report) => `merged ${report.name}: training resumes from it (Discard undoes it while paused)`,
+      done: (report) =>
+        report.applied
+          ? `merged ${report.name}: training resumes from it (Discard undoes it while paused)`
+          : `${report.name} not applied: ${report.reason ?? 'worse than the paused model on validation'}`,
     });
   }
 

@@ -10,6 +10,7 @@
 import type { Outcome } from '../../common/messages';
 import { fill, formatBytes, formatNumber, h } from '../dom';
 import { parseRows, parseSelections, readReply, type RowColumn, type RowsPage, type SelectionSummary } from '../sampleReplies';
+import { confirmReplace, refusedAsExisting } from '../overwrite';
 import { PreviewCache, previewElement } from '../samplePreview';
 import { AckLines, type Send } from './controls';
 import type { ForkOpener } from './samples';
@@ -224,7 +225,11 @@ export class SampleTable {
       return;
     }
     const format = this.format.value as ExportFormat;
-    const outcome = await this.acks.track(key, 'export', this.hooks.send({ type: 'export_selection', name, format, directory }));
+    const command = { type: 'export_selection', name, format, directory } as const;
+    let outcome = await this.acks.track(key, 'export', this.hooks.send(command));
+    if (refusedAsExisting(outcome) && (await confirmReplace(this.ack, `${name}.${format} in ${directory}`))) {
+      outcome = await this.acks.track(key, 'export', this.hooks.send({ ...command, overwrite: true }));
+    }
     this.acks.set(key, describeExport(outcome), outcome.ok ? 'ok' : 'error');
   }
 }

@@ -9,6 +9,7 @@
 import type { CommandBody, Outcome, PathPurpose } from '../../common/messages';
 import type { Pill } from '../../common/state';
 import { fill, formatBytes, h } from '../dom';
+import { confirmReplace, refusedAsExisting } from '../overwrite';
 import { clock } from './logs';
 import { AckLines } from './controls';
 
@@ -97,7 +98,13 @@ export class SessionsPanel {
 
   private async exportSession(): Promise<void> {
     const path = await this.pick('export');
-    if (path) await this.command({ type: 'export', path }, 'export');
+    if (!path) return;
+    // The editor's save dialog has already asked before picking an existing file.
+    const asked = Boolean(this.hooks.choosePath);
+    const outcome = await this.command({ type: 'export', path, overwrite: asked }, 'export');
+    if (!asked && refusedAsExisting(outcome) && (await confirmReplace(this.ack, path))) {
+      await this.command({ type: 'export', path, overwrite: true }, 'export');
+    }
   }
 
   private async loadSession(): Promise<void> {

@@ -1,0 +1,22 @@
+"""A step limit (max_steps=7) ending the run inside an epoch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+from torch.utils.data import DataLoader
+
+from tests.conformance.scripts._data import digits, lightning_options
+from tests.conformance.scripts._modules import DigitsClassifier
+
+SIZE = 240
+EVERY_SAMPLE = False  # the run ends before every sample was seen
+
+
+def main(run: Any) -> DigitsClassifier:
+    model = DigitsClassifier()
+    trainer = pl.Trainer(**lightning_options(max_steps=7, callbacks=run.callbacks()))
+    train = DataLoader(digits(0, SIZE), batch_size=24, shuffle=True)
+    trainer.fit(model, train, DataLoader(digits(SIZE, 320), batch_size=40))
+    return model
