@@ -132,6 +132,8 @@ export class App {
   private readonly title = h('h1', { class: 'run-title', 'data-testid': 'run-title' }, 'OnTheFly');
   private readonly pillSlot = h('span', {});
   private readonly alertSlot = h('span', {});
+  /** What the header last showed (it is drawn at every frame: only changes touch the DOM). */
+  private headerShown = '';
   private readonly step = h('span', { class: 'step', 'data-testid': 'step' }, '–');
   private readonly controls: Controls;
   private readonly alerts: AlertBanner;
@@ -322,10 +324,14 @@ export class App {
     this.renderForks(selected);
     if (selected) {
       const info = selected.run.info;
-      this.title.textContent = `${info.project} / ${info.name}`;
-      this.pillSlot.replaceChildren(pillElement(state ?? 'disconnected'));
-      const named = info.alerts.map((kind) => ALERT_TITLES[kind]).join(', ');
-      this.alertSlot.replaceChildren(...(info.alerts.length ? [h('span', { class: 'alert-badge', 'data-testid': 'header-alerts', title: info.alerts.join(', ') }, `⚠ ${named}`)] : []));
+      const header = JSON.stringify([info.project, info.name, state, info.alerts]);
+      if (header !== this.headerShown) {
+        this.headerShown = header;
+        this.title.textContent = `${info.project} / ${info.name}`;
+        this.pillSlot.replaceChildren(pillElement(state ?? 'disconnected'));
+        const named = info.alerts.map((kind) => ALERT_TITLES[kind]).join(', ');
+        this.alertSlot.replaceChildren(...(info.alerts.length ? [h('span', { class: 'alert-badge', 'data-testid': 'header-alerts', title: info.alerts.join(', ') }, `⚠ ${named}`)] : []));
+      }
       this.step.textContent = `step ${info.step} · epoch ${info.epoch}`;
       this.step.dataset.step = String(info.step);
     }

@@ -27,6 +27,7 @@ export class Tabs {
   private readonly buttons = new Map<TabName, HTMLButtonElement>();
   private readonly panes = new Map<TabName, HTMLElement>();
   private current: TabName = 'charts';
+  private shownOnce = false;
 
   constructor(private readonly chosen: (tab: TabName) => void) {
     for (const name of TABS) {
@@ -45,6 +46,8 @@ export class Tabs {
   }
 
   show(name: TabName): void {
+    if (name === this.current && this.shownOnce) return; // called at every frame: no DOM writes
+    this.shownOnce = true;
     this.current = name;
     for (const [tab, button] of this.buttons) button.setAttribute('aria-selected', String(tab === name));
     for (const [tab, pane] of this.panes) pane.hidden = tab !== name;
@@ -63,9 +66,11 @@ export class Tabs {
       current?.remove();
       return;
     }
-    const badge = current ?? h('span', { class: 'tab-badge' });
+    const className = `tab-badge tone-${tone}`;
+    if (current?.textContent === text && current.className === className) return;
+    const badge = current ?? h('span', { class: className });
     badge.textContent = text;
-    badge.className = `tab-badge tone-${tone}`;
+    badge.className = className;
     if (!current) button.append(badge);
   }
 }

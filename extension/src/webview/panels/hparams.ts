@@ -102,7 +102,7 @@ export class HparamsPanel {
   private readonly apply = h('button', { 'data-testid': 'hparam-apply', title: 'Apply at the next batch boundary' }, 'Apply');
   private readonly ack = h('output', { class: 'ack', 'data-testid': 'hparam-ack', 'aria-live': 'polite' });
   private readonly acks = new AckLines(this.ack);
-  private readonly current = h('span', { class: 'muted' });
+  private readonly current = h('span', { class: 'muted', 'data-testid': 'hparam-current' });
   private readonly history = h('ul', { class: 'hparam-history', 'data-testid': 'hparam-history' });
   private readonly failure = h('p', { class: 'error', 'data-testid': 'hparam-error', hidden: true });
   private runKey = '';
@@ -125,8 +125,8 @@ export class HparamsPanel {
     this.apply.disabled = !live;
     const latest = run?.info.latest ?? {};
     const now = run ? describeValues(currentValues(run)) : '';
-    this.current.textContent = now ? `now: ${now}` : '';
-    this.current.dataset.testid = 'hparam-current';
+    const text = now ? `now: ${now}` : '';
+    if (this.current.textContent !== text) this.current.textContent = text;
     const groups = groupCount(latest);
     if (groups !== this.groups) {
       this.groups = groups;
