@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import lightning.pytorch as pl
@@ -20,7 +21,9 @@ def loaders() -> tuple[DataLoader, DataLoader]:
 
 
 def main(run: Any) -> DigitsClassifier:
-    folder = run.home / f"ckpt-{run.onthefly}"
+    # The same folder in both runs, emptied first: Lightning's log lines name the path.
+    folder = run.home / "ckpt"
+    shutil.rmtree(folder, ignore_errors=True)
     first = pl.Trainer(
         **lightning_options(max_epochs=1, enable_checkpointing=True),
         callbacks=[ModelCheckpoint(dirpath=folder, filename="last")],
