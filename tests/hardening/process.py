@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,7 +39,17 @@ class Run:
         return self.process.pid
 
     def wait(self, timeout: float = 60) -> int:
-        return self.process.wait(timeout=timeout)
+        """The exit status; a process still running after ``timeout`` seconds first writes
+        every thread's stack to its stderr (``faulthandler``), and the failure shows it."""
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGUSR1)
+            time.sleep(2)
+            raise AssertionError(
+                f"still running after {timeout} s; its stderr:\n{self.stderr()}"
+            ) from None
 
     def ctrl_c(self) -> None:
         """What a terminal's Ctrl+C does: SIGINT to the whole process group."""

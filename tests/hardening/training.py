@@ -25,6 +25,7 @@ trains the same model under ``lightning.Trainer`` with ``attach_lightning``;
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import gc
 import json
 import signal
@@ -230,6 +231,8 @@ def main() -> None:
     parser.add_argument("--own-sigterm", type=int)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    # A test that finds the script hung sends SIGUSR1 for every thread's stack.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     # As a terminal starts a script, whatever the test runner inherited (nohup, CI).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
