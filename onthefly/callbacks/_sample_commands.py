@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset
 
-from onthefly.callbacks import _sample_sources
-from onthefly.callbacks._consensus import distributed
 from onthefly.callbacks._interrupts import Interrupts
 from onthefly.callbacks.commands import Boundary
+from onthefly.drivers.base import distributed
 from onthefly.errors import ConfigurationError
-from onthefly.samples import explorer, export, preview, queries
+from onthefly.samples import explorer, export, preview, queries, sources
 from onthefly.samples.capture import describe_loss
 from onthefly.samples.scan import Progress, run_scan
 from onthefly.samples.selection import Criterion, Selection, choose
@@ -67,12 +66,12 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
             "to evaluate at the same boundary"
         )
     inputs = tracker.inputs()
-    loader = _sample_sources.split_loader(trainer, inputs, split)
+    loader = sources.split_loader(trainer, inputs, split)
     if loader is None:
         raise ConfigurationError(f"this run has no {split} loader to scan; pass it to fit()")
-    loss_fn = _sample_sources.loss_fn(trainer, inputs)
+    loss_fn = sources.loss_fn(trainer, inputs)
     if loss_fn is None:  # a loss module the model holds (``self.loss = nn.CrossEntropyLoss()``)
-        loss_fn = next(iter(_sample_sources.loss_modules(trainer, inputs)), None)
+        loss_fn = next(iter(sources.loss_modules(trainer, inputs)), None)
     spec = describe_loss(loss_fn)
     if spec is None:
         raise ConfigurationError(
@@ -217,7 +216,7 @@ def _export_selection(tracker: SampleTracker, boundary: Boundary, cmd: PendingCo
     try:
         path = export.target_path(command.directory, command.file or command.name, command.format)
         selection, view = _selection_view(tracker, command.name)
-        loader = _sample_sources.split_loader(boundary.trainer, tracker.inputs(), selection.split)
+        loader = sources.split_loader(boundary.trainer, tracker.inputs(), selection.split)
         dataset = loader.dataset if isinstance(loader, DataLoader) else None
         if isinstance(dataset, IterableDataset):
             dataset = None
@@ -260,7 +259,7 @@ def _explorer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -
 
 def _sample_preview(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
-    loader = _sample_sources.split_loader(boundary.trainer, tracker.inputs(), command.split)
+    loader = sources.split_loader(boundary.trainer, tracker.inputs(), command.split)
     dataset = loader.dataset if isinstance(loader, DataLoader) else None
     if isinstance(dataset, IterableDataset):
         dataset = None

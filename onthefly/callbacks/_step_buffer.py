@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import torch
 
-from onthefly.callbacks._logged import Scalar
+from onthefly.drivers.values import Scalar
 
 
 class Norms(NamedTuple):

@@ -1,8 +1,8 @@
 """A run's stop condition (``max_epochs`` / ``max_steps``): where it is reached, how to extend it.
 
-Lightning keeps the limits on its loops (``fit_loop.max_epochs``,
-``fit_loop.epoch_loop.max_steps``); the native trainer keeps them as plain attributes. A
-limit of ``-1`` means "none", as in Lightning.
+Each trainer keeps its limits its own way; its driver reads and writes them
+(:meth:`~onthefly.drivers.base.Driver.limits`). A limit of ``-1`` means "none", as in
+Lightning.
 
 An extension always adds to the planned end. Before the end, the limits can say where
 that is only when the request is in the unit of the one limit the run has (``epochs`` for
@@ -16,46 +16,24 @@ steps after the 60th epoch.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sized
 from dataclasses import dataclass
 from typing import Any
 
-from onthefly.callbacks._driver import is_lightning
-
-UNLIMITED = -1
+from onthefly.drivers import driver
+from onthefly.drivers.base import UNLIMITED, Limits
 
 _DEFERRED: weakref.WeakKeyDictionary[Any, Extension] = weakref.WeakKeyDictionary()
 """Per trainer, the extension waiting for the planned end."""
 
 
-@dataclass(frozen=True)
-class Limits:
-    """``max_epochs`` and ``max_steps``, each ``-1`` when there is none."""
-
-    max_epochs: int
-    max_steps: int
-
-
-def _as_limit(value: Any) -> int:
-    return UNLIMITED if value is None or value < 0 else int(value)
-
-
 def read_limits(trainer: Any) -> Limits:
     """The trainer's current limits."""
-    if is_lightning(trainer):
-        fit_loop = trainer.fit_loop
-        return Limits(_as_limit(fit_loop.max_epochs), _as_limit(fit_loop.epoch_loop.max_steps))
-    return Limits(_as_limit(trainer.max_epochs), _as_limit(trainer.max_steps))
+    return driver(trainer).limits()
 
 
 def write_limits(trainer: Any, limits: Limits) -> None:
     """Change the limits of a running fit; the loop picks them up at its next check."""
-    if is_lightning(trainer):
-        trainer.fit_loop.max_epochs = limits.max_epochs
-        trainer.fit_loop.epoch_loop.max_steps = limits.max_steps
-    else:  # the native trainer spells "no epoch limit" None
-        trainer.max_epochs = None if limits.max_epochs == UNLIMITED else limits.max_epochs
-        trainer.max_steps = limits.max_steps
+    driver(trainer).set_limits(limits)
 
 
 @dataclass(frozen=True)
@@ -144,11 +122,7 @@ def _epoch_limit_reached(trainer: Any) -> bool:
 
 
 def _is_last_batch(trainer: Any, batch_idx: int) -> bool:
-    if is_lightning(trainer):
-        # Lightning knows it even for loaders without a length (it fetches one batch ahead).
-        return bool(trainer.fit_loop.epoch_loop.batch_progress.is_last_batch)
-    loader = getattr(trainer, "train_loader", None)
-    return isinstance(loader, Sized) and batch_idx + 1 >= len(loader)
+    return driver(trainer).is_last_batch(batch_idx)
 
 
 def extended(

@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 from lightning.pytorch import Callback
 
 from onthefly.callbacks import limits
-from onthefly.callbacks._consensus import distributed
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
 from onthefly.distributed.control import HOLD, HOLD_END, RUN, STOP
+from onthefly.drivers.base import distributed
 from onthefly.sessions import loaders
 
 if TYPE_CHECKING:

@@ -27,11 +27,11 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback
 
-from onthefly.callbacks import _sample_sources
-from onthefly.callbacks._driver import is_lightning
+from onthefly.batches import batch_size
 from onthefly.callbacks._sample_commands import register_commands
 from onthefly.callbacks.session import RunSession
-from onthefly.native.step import batch_size
+from onthefly.drivers import driver
+from onthefly.samples import sources
 from onthefly.samples.attribution import Counter, Ids, SamplerTaps, ids_from_batch
 from onthefly.samples.buffer import Chunk, SampleBuffer
 from onthefly.samples.capture import FUNCTIONAL_LOSSES, LossSpec, SampleValues, describe_loss
@@ -42,8 +42,6 @@ from onthefly.samples.scan import EmbeddingFn
 from onthefly.samples.selection import Selections
 from onthefly.samples.slot import LossTap, Slot, arm
 from onthefly.samples.store import SampleStore
-from onthefly.sessions import loaders
-from onthefly.sessions.data_position import TrackedLoader
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +56,21 @@ PER_SAMPLE_KEY = "per_sample_loss"
 class SampleTracker(Callback):
     """Records per-sample training losses and answers the per-sample commands.
 
-    Args:
-        session: the run's shared session.
-        inputs: returns what the user gave besides the trainer (loss function, loaders).
-        embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding used by
-            scans for clustering and the data explorer; ``None`` uses small model outputs.
-        describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
-            dashboard shows of a sample (``sample_preview``); ``None`` shows the dataset's
-            item itself (see :mod:`onthefly.samples.preview`).
-        flush_every_steps: copy buffered values to the host every this many batches …
-        flush_every_s: … or this many seconds, whichever comes first.
+        Args:
+            session: the run's shared session.
+            inputs: returns what the user gave besides the trainer (loss function, loaders).
+            embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding used by
+                scans for clustering and the data explorer; ``None`` uses small model outputs.
+            describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
+                dashboard shows of a sample (``sample_preview``); ``None`` shows the dataset's
+                item itself (see :mod:`onthefly.samples.preview`).
+            flush_every_steps: copy buffered values to the host every this many batches …
+            flush_every_s: … or this many seconds, whichever comes first.
 
-    Example:
-        >>> from onthefly.callbacks.session import RunSession
-        >>> tracker = SampleTracker(RunSession("demo"))  # usually created by ``OnTheFly``
+        Example:
+            >>> from onthefly.callbacks.session import RunSession
+    from onthefly.drivers import driver
+            >>> tracker = SampleTracker(RunSession("demo"))  # usually created by ``OnTheFly``
     """
 
     def __init__(
@@ -212,24 +211,19 @@ class SampleTracker(Callback):
             self._history = HistoryWriter(folder, fold=self.store.training.update)
         else:  # another rank of a distributed run: rank 0 keeps the values
             self._outbox = []
-        modules = _sample_sources.loss_modules(trainer, self.inputs())
+        modules = sources.loss_modules(trainer, self.inputs())
         self._loss_taps = [LossTap(m) for m in modules if describe_loss(m) is not None]
         # Without a loss module to hook, watch the step's functional calls from the start.
         self._watch, self._misses = not self._loss_taps, 0
         self.store.unrecorded = None
-        if is_lightning(trainer):
-            # Lightning creates the training iterator (and prefetches) before any callback
-            # hook sees the loader, so the sampler is instrumented as Lightning requests it.
-            self._unwrap_source = loaders.on_request(trainer, self._on_loaders)
-            if self._unwrap_source is None:
-                log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
-        else:
-            # The user's loader: a resume wraps it for its data position before fit starts.
-            loader = TrackedLoader.unwrap(getattr(trainer, "train_loader", None))
-            self._indexed = self._taps.install(loader)
+        # Lightning creates the training iterator (and prefetches) before any callback hook
+        # sees the loader, so the sampler is instrumented as the trainer requests it.
+        self._unwrap_source = driver(trainer).on_train_loaders_requested(self._on_loaders)
+        if self._unwrap_source is None:
+            log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
 
     def _on_loaders(self, requested: Any) -> None:
-        self._indexed = self._taps.install(_sample_sources.first_loader(requested))
+        self._indexed = self._taps.install(sources.first_loader(requested))
 
     def _stop(self) -> None:
         self._mode.leave()

@@ -24,13 +24,13 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback
 
-from onthefly.callbacks import _logged
-from onthefly.callbacks._driver import is_lightning
 from onthefly.callbacks._log_forwarder import LogForwarder
 from onthefly.callbacks._run_config import describe_run
 from onthefly.callbacks._runtime_sampler import RuntimeSampler, StepClock
 from onthefly.callbacks._step_buffer import Norms, Row, StepBuffer, Value
 from onthefly.callbacks.session import RunSession
+from onthefly.drivers import Driver, driver
+from onthefly.drivers.values import Scalar, host_floats, scalar_or_none
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class Telemetry(Callback):
         self._epoch_before: dict[str, int] = {}
         self._step_names: set[str] = {"loss"}
         self._failed: set[str] = set()
-        self._lightning = False
+        self._driver: Driver | None = None
         session.on_quiet(self._quiet)
 
     @property
@@ -87,7 +87,7 @@ class Telemetry(Callback):
         if not self.session.active:
             return
         self._last_step = trainer.global_step
-        self._lightning = is_lightning(trainer)  # asked at every step: once per fit is enough
+        self._driver = driver(trainer)  # asked at every step: once per fit is enough
         self._readers = {}
         self._trainer_norm = False
         self._logs.install()
@@ -119,7 +119,7 @@ class Telemetry(Callback):
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         if not self.session.active:
             return
-        self._epoch_before = _logged.snapshot(trainer)
+        self._epoch_before = driver(trainer).metric_snapshot()
         self.session.publish(
             "epoch", epoch=int(trainer.current_epoch), step=int(trainer.global_step) + 1
         )
@@ -161,7 +161,7 @@ class Telemetry(Callback):
         self.flush()
         if self.session.active:
             with self._guarded("report epoch values"):
-                values = _logged.epoch_values(trainer, self._epoch_before, self._step_names)
+                values = driver(trainer).epoch_values(self._epoch_before, self._step_names)
                 if values:
                     self._publish_values(trainer, "train", values)
 
@@ -209,22 +209,19 @@ class Telemetry(Callback):
 
     def _record_step(self, trainer: Any, outputs: Any) -> None:
         values, self._optimizer_values = self._optimizer_values, {}
-        logged = _logged.step_values(trainer, outputs)
+        step_driver = self._driver or driver(trainer)
+        logged = step_driver.step_values(outputs)
         if logged:
             self._step_names.update(logged)
             for name, value in logged.items():
                 values.setdefault(name, value)  # the optimizer's own names win
-        if not self._lightning:
-            norm = _logged.scalar_or_none(getattr(trainer, "grad_norm", None))
-            if norm is not None:  # the same quantity as ours (total norm before clipping)
-                values["grad_norm"] = norm
-                self._trainer_norm = True
+        norm = step_driver.grad_norm()
+        if norm is not None:  # the same quantity as ours (total norm before clipping)
+            values["grad_norm"] = norm
+            self._trainer_norm = True
         losses = self._losses
         if losses:
-            # Lightning divides each micro-batch loss by accumulate_grad_batches (also in a
-            # short last window); the native trainer reports them as they are.
-            divided = int(trainer.accumulate_grad_batches) if self._lightning else 1
-            values["loss"] = _step_loss(losses, divided)
+            values["loss"] = _step_loss(losses, step_driver.loss_divisor())
             self._losses = []
         step = trainer.global_step
         self._buffer.add(int(step), int(trainer.current_epoch), values)
@@ -240,22 +237,22 @@ class Telemetry(Callback):
         self._clock.forget_gap()
         if self.session.active:
             self.flush()  # the training steps before it come first in the stream
-            self._eval_before = _logged.snapshot(trainer)
+            self._eval_before = driver(trainer).metric_snapshot()
 
     def _eval_ended(self, trainer: Any, split: str) -> None:
         if not self.session.active:
             return
         with self._guarded(f"report {split} results"):
-            values = _logged.eval_values(trainer, self._eval_before)
+            values = driver(trainer).eval_values(self._eval_before)
             self._publish_values(trainer, split, without_split_prefix(values, split))
 
-    def _publish_values(self, trainer: Any, split: str, values: dict[str, _logged.Scalar]) -> None:
+    def _publish_values(self, trainer: Any, split: str, values: dict[str, Scalar]) -> None:
         self.session.publish(
             "metrics",
             split=split,
             step=int(trainer.global_step),
             epoch=int(trainer.current_epoch),
-            values=_logged.host_floats(values),
+            values=host_floats(values),
         )
 
     def _stop(self) -> None:
@@ -293,7 +290,7 @@ class _OptimizerReader:
         """Put the learning rates (and the gradient norm's parts) into ``values``."""
         for name, group in zip(self.lr_names, self.groups, strict=True):
             lr = group.get("lr")
-            lr = lr if type(lr) is float else _logged.scalar_or_none(lr)
+            lr = lr if type(lr) is float else scalar_or_none(lr)
             if lr is not None:
                 values[name] = lr
         if with_norm:

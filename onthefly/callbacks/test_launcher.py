@@ -34,13 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch import Callback
 
-from onthefly.callbacks import _logged, limits
-from onthefly.callbacks._consensus import distributed
-from onthefly.callbacks._driver import is_lightning
-from onthefly.callbacks._lightning_test import run_test_loop
+from onthefly.callbacks import limits
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
+from onthefly.drivers import driver
+from onthefly.drivers.base import distributed
+from onthefly.drivers.values import host_floats, scalars
 from onthefly.errors import ConfigurationError
+from onthefly.sessions import loader_rng, loaders
 
 if TYPE_CHECKING:
     from onthefly.server import PendingCommand
@@ -130,7 +131,7 @@ class TestLauncher(Callback):
         finally:
             self.session.set_state(previous, trainer, f"{label} done")
         self.tests_run += 1
-        metrics = _logged.host_floats(_logged.scalars(raw.items()))
+        metrics = host_floats(scalars(raw.items()))
         result = {
             "label": label,
             "step": int(trainer.global_step),
@@ -142,9 +143,12 @@ class TestLauncher(Callback):
         return result
 
     def _evaluate(self, trainer: Any, label: str, isolated: bool) -> dict[str, Any]:
-        if is_lightning(trainer):
-            return run_test_loop(trainer, self.test_source, isolated=isolated)
-        return dict(trainer.run_test(label=label, isolated=isolated))
+        run_test = driver(trainer).run_test
+        if not isolated:
+            return run_test(label, self.test_source)
+        # Beside training: the global generators and the run's loaders' own are put back.
+        with loader_rng.preserved([self.test_source, *loaders.run_loaders(trainer)]):
+            return run_test(label, self.test_source)
 
     def _on_command(self, boundary: Boundary, cmd: PendingCommand) -> None:
         label = getattr(cmd.command, "label", None)

@@ -29,13 +29,13 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from onthefly.batches import unpack
 from onthefly.errors import ConfigurationError
 from onthefly.forks import adapters, soup
 from onthefly.forks._models import device_of, to_device
 from onthefly.forks.distill import distill
 from onthefly.forks.fisher import diagonal_fisher, fisher_merge
 from onthefly.forks.slice_loader import subset_loader
-from onthefly.native.step import unpack
 from onthefly.samples.capture import LossSpec
 
 BN_SAMPLES = 4096

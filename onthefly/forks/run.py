@@ -19,14 +19,14 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from onthefly.callbacks import _sample_sources
-from onthefly.callbacks._consensus import distributed
-from onthefly.callbacks._driver import is_lightning
 from onthefly.callbacks._interrupts import Interrupts
 from onthefly.callbacks.commands import Boundary
+from onthefly.drivers import driver
+from onthefly.drivers.base import distributed
 from onthefly.forks.compare import Evaluator, Target
 from onthefly.forks.slice_loader import training_data
 from onthefly.protocol import ErrorCode
+from onthefly.samples import sources
 from onthefly.samples.capture import LossSpec, describe_loss
 
 
@@ -70,7 +70,7 @@ def run_parts(trainer: Any, inputs: Any) -> RunParts:
         Refused: a distributed Lightning run, or not exactly one optimizer.
         ConfigurationError: no training ``DataLoader`` over a map-style dataset.
     """
-    if distributed(trainer) and is_lightning(trainer):
+    if distributed(trainer) and not driver(trainer).distributed_copies:
         raise Refused(
             "unsupported",
             f"forks, comparisons and merges are not supported in distributed Lightning runs "
@@ -83,12 +83,12 @@ def run_parts(trainer: Any, inputs: Any) -> RunParts:
             "unsupported",
             f"forks need a run with exactly one optimizer; this one has {len(optimizers)}",
         )
-    loss_fn = _sample_sources.loss_fn(trainer, inputs)
+    loss_fn = sources.loss_fn(trainer, inputs)
     return RunParts(
         model=trainer.lightning_module,
         optimizer=optimizers[0],
-        train=training_data(_sample_sources.split_loader(trainer, inputs, "train")),
-        val=_sample_sources.split_loader(trainer, inputs, "val"),
+        train=training_data(sources.split_loader(trainer, inputs, "train")),
+        val=sources.split_loader(trainer, inputs, "val"),
         spec=describe_loss(loss_fn) if loss_fn is not None else None,
     )
 

@@ -83,6 +83,8 @@ class Trainer:
             ``docs/per-sample.md``).
         session: attach the OnTheFly session (live dashboard). ``None`` (default) means on,
             unless the environment sets ``ONTHEFLY_SESSION=0``; ``False`` runs the bare loop.
+        ranks: ``(global rank, world size)`` to train as; ``None`` (default): the process
+            group's, if any (see :meth:`nested`).
         **session_options: further keyword arguments for the session callback
             (``onthefly.OnTheFly``).
 
@@ -111,6 +113,7 @@ class Trainer:
         progress_bar: bool = True,
         session: bool | None = None,
         batch_keys: tuple[str, str] | None = None,
+        ranks: tuple[int, int] | None = None,
         **session_options: Any,
     ) -> None:
         if not isinstance(project, str) or not project.strip():
@@ -137,7 +140,8 @@ class Trainer:
         self.global_step = 0
         self.should_stop = False
         self.callback_metrics: dict[str, Any] = {}
-        self.global_rank, self.world_size = rank_and_world_size()
+        self._ranks = ranks
+        self.global_rank, self.world_size = ranks or rank_and_world_size()
         self.is_global_zero = self.global_rank == 0
         self.sanity_checking = False  # Lightning callbacks read it; no sanity check runs here
 
@@ -224,6 +228,11 @@ class Trainer:
     def optimizers(self) -> list[torch.optim.Optimizer]:
         """The run's optimizers (Lightning's name): ``[optimizer]`` once ``fit`` started."""
         return [] if self.optimizer is None else [self.optimizer]
+
+    @property
+    def step_state(self) -> StepState | None:
+        """What the steps get besides the batch (``None`` before ``fit``)."""
+        return self._state
 
     @property
     def grad_norm(self) -> torch.Tensor | None:
@@ -335,7 +344,7 @@ class Trainer:
                 "val_every_n_epochs; pass onthefly.Trainer(val_every_n_epochs=1) to run it"
             )
         # A process group the script initialised after creating the trainer counts too.
-        self.global_rank, self.world_size = rank_and_world_size()
+        self.global_rank, self.world_size = self._ranks or rank_and_world_size()
         self.is_global_zero = self.global_rank == 0
         self.model = stepped = model.to(self.device)
         if self.world_size > 1:
@@ -424,6 +433,49 @@ class Trainer:
             return _numbers(self._run_evaluation("test", isolated))
         finally:
             self.evaluation_label = None
+
+    def nested(
+        self,
+        *,
+        max_steps: int | None = None,
+        max_epochs: int | None = None,
+        callbacks: Sequence[object] = (),
+    ) -> Trainer:
+        """A trainer with this one's settings, to train a copy of the model beside the run
+        (a fork) in this process alone.
+
+        It takes this trainer's custom training step, precision, device, clipping, batch
+        keys and fresh copies of its training metrics; it has no session, no progress bar,
+        and one process whatever process group the run has (no DDP wrapper, no sharding, no
+        reduction over the ranks, no metric synchronisation): the other ranks hold while it
+        trains.
+
+        Args:
+            max_steps: its step limit (``None``: none).
+            max_epochs: its epoch limit (``None``: none).
+            callbacks: its callbacks.
+
+        Example:
+            >>> fork = trainer.nested(max_steps=20)  # doctest: +SKIP
+            >>> fork.fit(model=copy, optimizer=opt, loss_fn=trainer.loss_fn, train_loader=part)
+        """
+        fork = Trainer(
+            project="fork",
+            metrics=self._metrics.fresh_copies("train"),
+            max_steps=max_steps,
+            max_epochs=max_epochs,
+            callbacks=callbacks,
+            precision=self.precision,
+            device=self.device,
+            grad_clip_norm=self._default_step.grad_clip_norm,
+            progress_bar=False,
+            session=False,
+            batch_keys=self.batch_keys,  # the slice's batches are the run's
+            ranks=(0, 1),
+        )
+        if self._custom_training_step:  # the user's own step
+            fork.training_step(self._training_step)
+        return fork
 
     def callback_states(self) -> dict[str, dict[str, Any]]:
         """Each stateful callback's ``state_dict()``, keyed by its ``state_key``

@@ -77,7 +77,7 @@ def test_losses_equal_a_plain_loop_bit_for_bit(validate: bool) -> None:
 
 
 def test_is_the_public_trainer_and_a_trainer_host() -> None:
-    from onthefly.callbacks.host import TrainerHost
+    from onthefly.drivers.base import TrainerHost
 
     trainer = bare()
     assert onthefly.Trainer is Trainer
