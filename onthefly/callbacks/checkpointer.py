@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch import Callback
 
-from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
+from onthefly.commands.registry import Boundary
 from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import SessionFileError
 from onthefly.protocol import Snapshot
 from onthefly.sessions import loaders, payload, resume, rng, training_state
@@ -99,7 +100,7 @@ class Checkpointer(Callback):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         if stage != "fit":
             return
         self._trainer = trainer
@@ -112,7 +113,7 @@ class Checkpointer(Callback):
         # the loaders are requested, before that iterator draws anything.
         self._stop_listening = driver(trainer).on_train_loaders_requested(self._on_loaders)
         # The native trainer's fit(resume_from=...) has restored the run already.
-        given = getattr(trainer, "resume_from", None)
+        given = driver(trainer).resume_from()
         path = self.resume_from or given
         if path is None:
             return
@@ -121,40 +122,40 @@ class Checkpointer(Callback):
             resume.restore(trainer, self._saved)
         self._load_history(Path(path), workdir)
 
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         loaders.track(trainer, self._requested, self.session.has_commands)
         if self._saved is not None:
             resume.arm(trainer, self._saved)
             self._saved = None
 
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         # Lightning may have reloaded the loaders
         loaders.track(trainer, self._requested, self.session.has_commands)
         self._trained = 0
 
     def on_train_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         self._trained = batch_idx
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._trained = batch_idx + 1
         if self._counts_fetches:  # fetches up to here need no RNG state (see data_position)
             loaders.mark_trained(trainer, self._trained)
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         if stage == "fit":
             self._release(trainer)
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         self._release(trainer)  # Lightning calls no teardown hook after an exception
 
     # ------------------------------------------------------------------ public API
 
     def export(
-        self, trainer: Any, path: str | os.PathLike[str], overwrite: bool = False
+        self, trainer: TrainerHost, path: str | os.PathLike[str], overwrite: bool = False
     ) -> dict[str, Any]:
         """Write the session to ``path`` now (call at a batch boundary, e.g. from a callback).
 
@@ -190,7 +191,7 @@ class Checkpointer(Callback):
             "epoch": int(trainer.current_epoch),
         }
 
-    def snapshot(self, trainer: Any, reason: Reason) -> Entry | None:
+    def snapshot(self, trainer: TrainerHost, reason: Reason) -> Entry | None:
         """Add a snapshot to the ring (e.g. before a fork or a merge).
 
         Returns:
@@ -209,13 +210,13 @@ class Checkpointer(Callback):
     def _on_loaders(self, requested: Any) -> None:
         self._requested = loaders.Requested.take(requested)
 
-    def _release(self, trainer: Any) -> None:
+    def _release(self, trainer: TrainerHost) -> None:
         loaders.release(trainer)
         if self._stop_listening is not None:
             self._stop_listening()
             self._stop_listening = None
 
-    def _rank_state(self, trainer: Any) -> dict[str, Any]:
+    def _rank_state(self, trainer: TrainerHost) -> dict[str, Any]:
         """This rank's RNG state, data position and cursor, for rank 0's export."""
         trained = self._trained_batches(trainer)
         return {
@@ -226,7 +227,7 @@ class Checkpointer(Callback):
 
     def _payload(
         self,
-        trainer: Any,
+        trainer: TrainerHost,
         reason: Reason,
         history: bool,
         ranks: list[dict[str, Any]] | None = None,
@@ -272,7 +273,7 @@ class Checkpointer(Callback):
             skip=frozenset({RING_FOLDER}),
         )
 
-    def _trained_batches(self, trainer: Any) -> int:
+    def _trained_batches(self, trainer: TrainerHost) -> int:
         """Batches of the current epoch trained on so far."""
         return driver(trainer).trained_batches(self._trained)
 

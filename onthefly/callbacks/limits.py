@@ -20,18 +20,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from onthefly.drivers import driver
-from onthefly.drivers.base import UNLIMITED, Limits
+from onthefly.drivers.base import UNLIMITED, Limits, TrainerHost
 
 _DEFERRED: weakref.WeakKeyDictionary[Any, Extension] = weakref.WeakKeyDictionary()
 """Per trainer, the extension waiting for the planned end."""
 
 
-def read_limits(trainer: Any) -> Limits:
+def read_limits(trainer: TrainerHost) -> Limits:
     """The trainer's current limits."""
     return driver(trainer).limits()
 
 
-def write_limits(trainer: Any, limits: Limits) -> None:
+def write_limits(trainer: TrainerHost, limits: Limits) -> None:
     """Change the limits of a running fit; the loop picks them up at its next check."""
     driver(trainer).set_limits(limits)
 
@@ -53,19 +53,19 @@ def _added(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else a + b
 
 
-def defer(trainer: Any, epochs: int | None, steps: int | None) -> Extension:
+def defer(trainer: TrainerHost, epochs: int | None, steps: int | None) -> Extension:
     """Keep a request for the planned end of ``trainer``'s run; returns what waits now."""
     waiting = _DEFERRED.get(trainer, Extension()).plus(epochs, steps)
     _DEFERRED[trainer] = waiting
     return waiting
 
 
-def deferred(trainer: Any) -> Extension | None:
+def deferred(trainer: TrainerHost) -> Extension | None:
     """The extension waiting for the planned end, if any."""
     return _DEFERRED.get(trainer)
 
 
-def apply_deferred(trainer: Any, at_epoch_end: bool = False, batch_idx: int = -1) -> bool:
+def apply_deferred(trainer: TrainerHost, at_epoch_end: bool = False, batch_idx: int = -1) -> bool:
     """Apply a deferred extension once the planned end is reached.
 
     Call at every batch end (``batch_idx``) and epoch end (``at_epoch_end``): the step
@@ -94,18 +94,18 @@ def apply_deferred(trainer: Any, at_epoch_end: bool = False, batch_idx: int = -1
     return True
 
 
-def forget_deferred(trainer: Any) -> None:
+def forget_deferred(trainer: TrainerHost) -> None:
     """Drop a deferred extension (the run ended before its planned end)."""
     _DEFERRED.pop(trainer, None)
 
 
-def is_final_step(trainer: Any, batch_idx: int) -> bool:
+def is_final_step(trainer: TrainerHost, batch_idx: int) -> bool:
     """Whether the step that just ended (``on_train_batch_end``) is the run's last one (never
     while an extension waits for the planned end: the run goes on past it)."""
     return trainer not in _DEFERRED and limit_reached(trainer, batch_idx)
 
 
-def limit_reached(trainer: Any, batch_idx: int) -> bool:
+def limit_reached(trainer: TrainerHost, batch_idx: int) -> bool:
     """Whether the step that just ended reaches the present limits."""
     limits = read_limits(trainer)
     if limits.max_steps != UNLIMITED and trainer.global_step >= limits.max_steps:
@@ -115,13 +115,13 @@ def limit_reached(trainer: Any, batch_idx: int) -> bool:
     return _is_last_batch(trainer, batch_idx)
 
 
-def _epoch_limit_reached(trainer: Any) -> bool:
+def _epoch_limit_reached(trainer: TrainerHost) -> bool:
     """At an epoch's end: whether the epoch limit ends the run after it."""
     limits = read_limits(trainer)
     return limits.max_epochs != UNLIMITED and trainer.current_epoch + 1 >= limits.max_epochs
 
 
-def _is_last_batch(trainer: Any, batch_idx: int) -> bool:
+def _is_last_batch(trainer: TrainerHost, batch_idx: int) -> bool:
     return driver(trainer).is_last_batch(batch_idx)
 
 

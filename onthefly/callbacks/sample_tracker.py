@@ -28,13 +28,14 @@ import torch
 from lightning.pytorch import Callback
 
 from onthefly.batches import batch_size
-from onthefly.callbacks._sample_commands import register_commands
 from onthefly.callbacks.session import RunSession
 from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.samples import sources
 from onthefly.samples.attribution import Counter, Ids, SamplerTaps, ids_from_batch
 from onthefly.samples.buffer import Chunk, SampleBuffer
 from onthefly.samples.capture import FUNCTIONAL_LOSSES, LossSpec, SampleValues, describe_loss
+from onthefly.samples.commands import register_commands
 from onthefly.samples.history import HistoryWriter
 from onthefly.samples.loss_mode import LossMode
 from onthefly.samples.preview import Describe
@@ -112,28 +113,28 @@ class SampleTracker(Callback):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         other_rank = self.session.ranks.active and not trainer.is_global_zero
         if stage == "fit" and (self.session.active or other_rank):
             self._start(trainer)
 
-    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self.flush()
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         if stage == "fit":
             self._stop()
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         self._stop()
 
     # ------------------------------------------------------------------ training
 
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._counter = Counter()
 
     def on_train_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         if self._history is None and self._outbox is None:  # not tracking (the session is off)
             return
@@ -145,14 +146,14 @@ class SampleTracker(Callback):
         if self._watch and self._slot is not None:
             self._mode.enter()
 
-    def on_before_zero_grad(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+    def on_before_zero_grad(self, trainer: TrainerHost, pl_module: Any, optimizer: Any) -> None:
         self._mode.leave()  # the step's loss is computed: the rest of the step is not watched
 
-    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+    def on_before_backward(self, trainer: TrainerHost, pl_module: Any, loss: Any) -> None:
         self._mode.leave()
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._mode.leave()
         slot, ids = self._slot, self._ids
@@ -203,7 +204,7 @@ class SampleTracker(Callback):
 
     # ------------------------------------------------------------------ helpers
 
-    def _start(self, trainer: Any) -> None:
+    def _start(self, trainer: TrainerHost) -> None:
         self._trainer = trainer
         if self.session.active:
             # The store is updated on the writer's thread too: the training thread only queues.

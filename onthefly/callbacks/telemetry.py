@@ -30,6 +30,7 @@ from onthefly.callbacks._runtime_sampler import RuntimeSampler, StepClock
 from onthefly.callbacks._step_buffer import Norms, Row, StepBuffer, Value
 from onthefly.callbacks.session import RunSession
 from onthefly.drivers import Driver, driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.drivers.values import Scalar, host_floats, scalar_or_none
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class Telemetry(Callback):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         if not self.session.active:
             return
         self._last_step = trainer.global_step
@@ -99,24 +100,24 @@ class Telemetry(Callback):
         )
         self._sampler.start()
 
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         if self.session.active:
             with self._guarded("describe the run's configuration"):
                 self.session.publish("config", values=describe_run(trainer, pl_module))
 
-    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self.flush()
         self._stop()
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         self._stop()
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         self._stop()
 
     # ------------------------------------------------------------------ training
 
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         if not self.session.active:
             return
         self._epoch_before = driver(trainer).metric_snapshot()
@@ -125,11 +126,13 @@ class Telemetry(Callback):
         )
 
     def on_train_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         self._clock.batch_started(batch)
 
-    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+    def on_before_optimizer_step(
+        self, trainer: TrainerHost, pl_module: Any, optimizer: Any
+    ) -> None:
         if not self.session.active:
             return
         # try/except rather than _guarded: this runs at every step (no generator to create).
@@ -143,7 +146,7 @@ class Telemetry(Callback):
             self._warn_once("read the optimizer")
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._clock.batch_ended()
         if not self.session.active:
@@ -157,7 +160,7 @@ class Telemetry(Callback):
             except Exception:
                 self._warn_once("record a step")
 
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self.flush()
         if self.session.active:
             with self._guarded("report epoch values"):
@@ -167,17 +170,17 @@ class Telemetry(Callback):
 
     # ------------------------------------------------------------------ evaluation
 
-    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._eval_started(trainer)
 
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         if not trainer.sanity_checking:
             self._eval_ended(trainer, "val")
 
-    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_test_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._eval_started(trainer)
 
-    def on_test_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_test_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._eval_ended(trainer, "test")
 
     # ------------------------------------------------------------------ helpers
@@ -207,7 +210,7 @@ class Telemetry(Callback):
             self._failed.add(action)
             log.warning("OnTheFly could not %s; training goes on", action, exc_info=True)
 
-    def _record_step(self, trainer: Any, outputs: Any) -> None:
+    def _record_step(self, trainer: TrainerHost, outputs: Any) -> None:
         values, self._optimizer_values = self._optimizer_values, {}
         step_driver = self._driver or driver(trainer)
         logged = step_driver.step_values(outputs)
@@ -221,7 +224,7 @@ class Telemetry(Callback):
             self._trainer_norm = True
         losses = self._losses
         if losses:
-            values["loss"] = _step_loss(losses, step_driver.loss_divisor())
+            values["loss"] = _step_loss(losses, step_driver.accumulation())
             self._losses = []
         step = trainer.global_step
         self._buffer.add(int(step), int(trainer.current_epoch), values)
@@ -233,20 +236,20 @@ class Telemetry(Callback):
                 "metrics", split="train", step=row.step, epoch=row.epoch, values=row.values
             )
 
-    def _eval_started(self, trainer: Any) -> None:
+    def _eval_started(self, trainer: TrainerHost) -> None:
         self._clock.forget_gap()
         if self.session.active:
             self.flush()  # the training steps before it come first in the stream
             self._eval_before = driver(trainer).metric_snapshot()
 
-    def _eval_ended(self, trainer: Any, split: str) -> None:
+    def _eval_ended(self, trainer: TrainerHost, split: str) -> None:
         if not self.session.active:
             return
         with self._guarded(f"report {split} results"):
             values = driver(trainer).eval_values(self._eval_before)
             self._publish_values(trainer, split, without_split_prefix(values, split))
 
-    def _publish_values(self, trainer: Any, split: str, values: dict[str, Scalar]) -> None:
+    def _publish_values(self, trainer: TrainerHost, split: str, values: dict[str, Scalar]) -> None:
         self.session.publish(
             "metrics",
             split=split,
@@ -271,7 +274,7 @@ class _OptimizerReader:
         optimizer: a ``torch.optim.Optimizer`` (or anything with ``param_groups``).
     """
 
-    def __init__(self, trainer: Any, optimizer: Any) -> None:
+    def __init__(self, trainer: TrainerHost, optimizer: Any) -> None:
         optimizers = getattr(trainer, "optimizers", ())
         index = next((i for i, o in enumerate(optimizers) if o is optimizer), 0)
         prefix = "" if index == 0 else f"/opt{index}"

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any
 from lightning.pytorch import Callback
 
 from onthefly.callbacks import limits
-from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
+from onthefly.commands.registry import Boundary
 from onthefly.drivers import driver
-from onthefly.drivers.base import distributed
+from onthefly.drivers.base import TrainerHost, distributed
 from onthefly.drivers.values import host_floats, scalars
 from onthefly.errors import ConfigurationError
 from onthefly.sessions import loader_rng, loaders
@@ -84,7 +84,7 @@ class TestLauncher(Callback):
         session.commands.register("test", self._on_command)
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         # In a distributed run every rank evaluates (its own test data; see docs/distributed.md).
         serving = self.session.active or distributed(trainer)
@@ -142,7 +142,7 @@ class TestLauncher(Callback):
         self.session.publish("test_result", **result)
         return result
 
-    def _evaluate(self, trainer: Any, label: str, isolated: bool) -> dict[str, Any]:
+    def _evaluate(self, trainer: TrainerHost, label: str, isolated: bool) -> dict[str, Any]:
         run_test = driver(trainer).run_test
         if not isolated:
             return run_test(label, self.test_source)

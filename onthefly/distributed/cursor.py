@@ -14,6 +14,7 @@ from typing import Any
 
 from onthefly.distributed.sharding import sampler_epoch
 from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,9 @@ class Cursor:
         return asdict(self)
 
 
-def capture(trainer: Any, rank: int, batches: int, step_time: float | None = None) -> Cursor:
+def capture(
+    trainer: TrainerHost, rank: int, batches: int, step_time: float | None = None
+) -> Cursor:
     """``trainer``'s cursor on ``rank`` after ``batches`` batches of the current epoch."""
     return Cursor(
         rank=rank,
@@ -57,7 +60,7 @@ def capture(trainer: Any, rank: int, batches: int, step_time: float | None = Non
     )
 
 
-def training_loader(trainer: Any) -> Any:
+def training_loader(trainer: TrainerHost) -> Any:
     """The training loader in use (under Lightning: the first of its combined loaders)."""
     loaders = driver(trainer).train_loaders()
     return loaders[0] if loaders else None

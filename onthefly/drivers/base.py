@@ -27,17 +27,40 @@ UNLIMITED = -1
 
 @runtime_checkable
 class TrainerHost(Protocol):
-    """Attributes a callback reads or writes on whichever trainer drives it."""
+    """The attributes a callback reads or writes on whichever trainer drives it; everything
+    else it asks of the trainer's :class:`Driver`."""
 
-    current_epoch: int
-    global_step: int
     should_stop: bool
-    max_epochs: int | None
-    max_steps: int
-    callback_metrics: dict[str, Any]
-    is_global_zero: bool
-    global_rank: int
-    world_size: int
+
+    @property
+    def current_epoch(self) -> int: ...
+
+    @property
+    def global_step(self) -> int: ...
+
+    @property
+    def max_epochs(self) -> int | None: ...
+
+    @property
+    def max_steps(self) -> int: ...
+
+    @property
+    def callback_metrics(self) -> Any: ...
+
+    @property
+    def is_global_zero(self) -> bool: ...
+
+    @property
+    def global_rank(self) -> int: ...
+
+    @property
+    def world_size(self) -> int: ...
+
+    @property
+    def sanity_checking(self) -> bool: ...
+
+    @property
+    def optimizers(self) -> Any: ...
 
     @property
     def lightning_module(self) -> Any: ...
@@ -127,6 +150,10 @@ class Driver(ABC):
     def trained_batches(self, counted: int) -> int:
         """Batches of the current epoch trained on; ``counted``: as a callback counted them."""
 
+    @abstractmethod
+    def terminating(self) -> bool:
+        """Whether the trainer received a termination signal and ends the run after this step."""
+
     def request_stop(self) -> None:
         """Ask the trainer to stop at its next check (as ``EarlyStopping`` does)."""
         self.trainer.should_stop = True
@@ -167,8 +194,9 @@ class Driver(ABC):
         """The trainer's own total gradient norm (before clipping) of the last step, if any."""
 
     @abstractmethod
-    def loss_divisor(self) -> int:
-        """What the trainer divided each micro-batch loss by before reporting it."""
+    def accumulation(self) -> int:
+        """Micro-batches per optimizer step the trainer accumulates by itself (1: none, or
+        done by the user's own step); it divides each micro-batch loss by this number."""
 
     # --- the run's parts ------------------------------------------------------------------
 
@@ -179,6 +207,18 @@ class Driver(ABC):
         Args:
             inputs: what the user handed over besides the trainer (``RunInputs``), or ``None``.
         """
+
+    @abstractmethod
+    def schedulers(self) -> list[Any]:
+        """The run's LR schedulers."""
+
+    @abstractmethod
+    def batch_keys(self) -> tuple[str, str] | None:
+        """``(input_key, target_key)`` of dict batches the trainer was given, if any."""
+
+    @abstractmethod
+    def resume_from(self) -> Any:
+        """The session file the trainer's ``fit`` resumed from itself, or ``None``."""
 
     @abstractmethod
     def loaders(self, split: Split, inputs: Any) -> list[Any]:

@@ -54,6 +54,10 @@ class LightningDriver(Driver):
         # Lightning counts them itself (processed: the step ran), whichever callback asks.
         return int(self.trainer.fit_loop.epoch_loop.batch_progress.current.processed)
 
+    def terminating(self) -> bool:
+        # Lightning turns SIGTERM into ``received_sigterm`` and ends the run after the step.
+        return bool(self.trainer.received_sigterm)
+
     # --- what the user logs ---------------------------------------------------------------
 
     def metric_snapshot(self) -> dict[str, int]:
@@ -100,10 +104,9 @@ class LightningDriver(Driver):
     def grad_norm(self) -> Scalar | None:
         return None  # Lightning logs none of its own
 
-    def loss_divisor(self) -> int:
-        # Lightning divides each micro-batch loss by accumulate_grad_batches (also in a
-        # short last window).
-        return int(self.trainer.accumulate_grad_batches)
+    def accumulation(self) -> int:
+        # Lightning divides each micro-batch loss by it (also in a short last window).
+        return int(self.trainer.accumulate_grad_batches or 1)
 
     def _results(self) -> Any:
         # The results collection of the active loop (private: ``trainer._results``).
@@ -114,6 +117,15 @@ class LightningDriver(Driver):
 
     def loss_fn(self, inputs: Any) -> Any:
         return getattr(inputs, "loss_fn", None)
+
+    def schedulers(self) -> list[Any]:
+        return [config.scheduler for config in self.trainer.lr_scheduler_configs]
+
+    def batch_keys(self) -> tuple[str, str] | None:
+        return None  # the module's training_step unpacks its batches
+
+    def resume_from(self) -> Any:
+        return None  # attach_lightning / OnTheFly take resume_from= themselves
 
     def loaders(self, split: Split, inputs: Any) -> list[Any]:
         # What the user gave attach_lightning / OnTheFly first, then the trainer's own, then

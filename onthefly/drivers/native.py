@@ -48,6 +48,9 @@ class NativeDriver(Driver):
     def trained_batches(self, counted: int) -> int:
         return counted
 
+    def terminating(self) -> bool:
+        return False  # it marks nothing: the session's SIGTERM handler raises instead
+
     # --- what the user logs ---------------------------------------------------------------
 
     def metric_snapshot(self) -> dict[str, int]:
@@ -74,8 +77,8 @@ class NativeDriver(Driver):
         # The same quantity as a callback's own (total norm before clipping), when clipping.
         return scalar_or_none(self.trainer.grad_norm)
 
-    def loss_divisor(self) -> int:
-        return 1  # micro-batch losses are reported as the step computed them
+    def accumulation(self) -> int:
+        return 1  # a custom step accumulates by itself; losses are reported as computed
 
     def _changed(self, before: dict[str, int]) -> dict[str, Scalar]:
         return scalars(
@@ -88,6 +91,17 @@ class NativeDriver(Driver):
 
     def loss_fn(self, inputs: Any) -> Any:
         return self.trainer.loss_fn
+
+    def schedulers(self) -> list[Any]:
+        scheduler = self.trainer.scheduler
+        return [] if scheduler is None else [scheduler]
+
+    def batch_keys(self) -> tuple[str, str] | None:
+        keys: tuple[str, str] | None = self.trainer.batch_keys
+        return keys
+
+    def resume_from(self) -> Any:
+        return self.trainer.resume_from
 
     def loaders(self, split: Split, inputs: Any) -> list[Any]:
         loader = getattr(self.trainer, _LOADER_NAMES[split])

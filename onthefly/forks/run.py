@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from onthefly.callbacks._interrupts import Interrupts
-from onthefly.callbacks.commands import Boundary
+from onthefly.commands.interrupts import Inbox, Interrupts
+from onthefly.commands.registry import Boundary
+from onthefly.distributed.control import RankSync
 from onthefly.drivers import driver
-from onthefly.drivers.base import distributed
+from onthefly.drivers.base import TrainerHost, distributed
 from onthefly.forks.compare import Evaluator, Target
 from onthefly.forks.slice_loader import training_data
 from onthefly.protocol import ErrorCode
@@ -63,7 +64,7 @@ class RunParts:
         return Evaluator(found, self.train, self.val, self.spec, cancelled)
 
 
-def run_parts(trainer: Any, inputs: Any) -> RunParts:
+def run_parts(trainer: TrainerHost, inputs: Any) -> RunParts:
     """The parts of the run ``trainer`` drives.
 
     Raises:
@@ -102,9 +103,15 @@ def check_paused(state: str, what: str) -> None:
         )
 
 
+class RankedInbox(Inbox, Protocol):
+    """The run's session, with the control rounds of its ranks."""
+
+    ranks: RankSync
+
+
 class LongCommand(Interrupts):
     """The inbox seen from inside a fork, a comparison or a merge (see
-    :class:`~onthefly.callbacks._interrupts.Interrupts`), aware of the other ranks.
+    :class:`~onthefly.commands.interrupts.Interrupts`), aware of the other ranks.
 
     In a distributed run such a command runs on rank 0 alone while the other ranks wait for
     the control round to end: :meth:`check`, called between batches, also keeps them company
@@ -112,6 +119,11 @@ class LongCommand(Interrupts):
     commands that came in meanwhile to another round at the same boundary, where the
     collective ones reach every rank.
     """
+
+    session: RankedInbox
+
+    def __init__(self, session: RankedInbox, **answer: Any) -> None:
+        super().__init__(session, **answer)
 
     def check(self) -> bool:
         """Take what the inbox holds; ``True`` once a ``cancel`` came or the ranks are lost."""

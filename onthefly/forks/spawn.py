@@ -27,7 +27,6 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from lightning.pytorch.utilities.seed import isolate_rng
@@ -35,7 +34,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from onthefly.drivers import driver
-from onthefly.drivers.base import Budget
+from onthefly.drivers.base import Budget, TrainerHost
 from onthefly.errors import ConfigurationError
 from onthefly.forks.stream import ForkStream
 from onthefly.samples.slot import arm, armed_slot
@@ -142,7 +141,7 @@ def parent_untouched() -> Iterator[None]:
 
 
 def train_fork(
-    trainer: Any,
+    trainer: TrainerHost,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     loader: DataLoader,

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import ConfigurationError
 
 _state = threading.local()
@@ -92,7 +93,7 @@ class Probe:
             torch.cuda.synchronize(device)
 
 
-def build_probe(trainer: Any, module: Any, batch: Any, batch_idx: int) -> Probe:
+def build_probe(trainer: TrainerHost, module: Any, batch: Any, batch_idx: int) -> Probe:
     """The :class:`Probe` of a run at a batch boundary.
 
     Args:

@@ -15,16 +15,16 @@ from torch import nn
 from torch.nn.modules.loss import _Loss
 
 from onthefly.drivers import driver
-from onthefly.drivers.base import Split
+from onthefly.drivers.base import Split, TrainerHost
 from onthefly.sessions.data_position import TrackedLoader
 
 
-def loss_fn(trainer: Any, inputs: Any) -> Any:
+def loss_fn(trainer: TrainerHost, inputs: Any) -> Any:
     """The run's loss function, or ``None``."""
     return driver(trainer).loss_fn(inputs)
 
 
-def loss_modules(trainer: Any, inputs: Any) -> list[nn.Module]:
+def loss_modules(trainer: TrainerHost, inputs: Any) -> list[nn.Module]:
     """The loss modules the training step may call: the given ``loss_fn`` (when a module),
     then the ``torch.nn`` losses held by the model (``self.loss = nn.CrossEntropyLoss()``)."""
     found: dict[int, nn.Module] = {}
@@ -39,7 +39,7 @@ def loss_modules(trainer: Any, inputs: Any) -> list[nn.Module]:
     return list(found.values())
 
 
-def split_loader(trainer: Any, inputs: Any, split: str) -> Iterable[Any] | None:
+def split_loader(trainer: TrainerHost, inputs: Any, split: str) -> Iterable[Any] | None:
     """The first loader of ``split`` (``"train"``, ``"val"`` or ``"test"``), or ``None``.
 
     The user's own loader: a training loader wrapped by the session's data-position

@@ -27,7 +27,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from onthefly import __version__
 from onthefly.protocol import (
     CONTROL_COMMANDS,
     EXCLUSIVE_COMMANDS,
@@ -50,6 +49,7 @@ from onthefly.server.history import Window, decimate
 from onthefly.server.outbox import Outbox, StreamEvent
 from onthefly.server.pending import PendingCommand
 from onthefly.server.runs import RunTable, StreamModel, render_snapshot
+from onthefly.version import __version__
 
 logger = logging.getLogger("onthefly.server")
 

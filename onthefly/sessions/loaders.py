@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.sessions import loader_rng, rng
 from onthefly.sessions.data_position import (
     DataPosition,
@@ -77,7 +78,7 @@ class Requested:
 
 
 def track(
-    trainer: Any, requested: Requested | None, watch: Callable[[], bool] | None = None
+    trainer: TrainerHost, requested: Requested | None, watch: Callable[[], bool] | None = None
 ) -> None:
     """Wrap the training loaders (idempotent; call at ``on_train_start`` and each epoch start).
 
@@ -114,7 +115,7 @@ def track(
         ]
 
 
-def mark_trained(trainer: Any, count: int) -> None:
+def mark_trained(trainer: TrainerHost, count: int) -> None:
     """Native: ``count`` batches of the epoch are trained on (fetches up to there need no
     RNG state). Lightning prefetches, so its iterators keep every fetch's state."""
     for loader in _tracked(trainer):
@@ -122,13 +123,13 @@ def mark_trained(trainer: Any, count: int) -> None:
             loader.iterator.trained = count
 
 
-def exact(trainer: Any, consumed: int) -> bool:
+def exact(trainer: TrainerHost, consumed: int) -> bool:
     """Whether an export after ``consumed`` trained batches of the epoch would resume
     exactly (native; Lightning's iterators keep every fetch's state)."""
     return all(loader.exact(consumed) for loader in _tracked(trainer))
 
 
-def run_loaders(trainer: Any) -> list[Any]:
+def run_loaders(trainer: TrainerHost) -> list[Any]:
     """The user's loaders the run iterates (training, validation and test, those set up so
     far), unwrapped; nothing is requested from a module or datamodule."""
     found = driver(trainer).run_loaders()
@@ -139,7 +140,7 @@ def run_loaders(trainer: Any) -> list[Any]:
     return unique
 
 
-def positions(trainer: Any, consumed: int) -> list[DataPosition]:
+def positions(trainer: TrainerHost, consumed: int) -> list[DataPosition]:
     """Where each training loader stands after ``consumed`` trained batches of the epoch."""
     return [
         it.position(consumed) if isinstance(it, TrackedIterator) else DataPosition(None, 0)
@@ -147,7 +148,7 @@ def positions(trainer: Any, consumed: int) -> list[DataPosition]:
     ]
 
 
-def resume(trainer: Any, saved: list[DataPosition], rng_after: RngState) -> None:
+def resume(trainer: TrainerHost, saved: list[DataPosition], rng_after: RngState) -> None:
     """Arm the wrapped loaders with ``saved``; under Lightning, rebuild the epoch's iterator.
 
     Native: the loop's next ``iter()`` resumes. Lightning (at ``on_train_start``): the
@@ -161,7 +162,7 @@ def resume(trainer: Any, saved: list[DataPosition], rng_after: RngState) -> None
     run.restart_train_iterator()
 
 
-def release(trainer: Any) -> None:
+def release(trainer: TrainerHost) -> None:
     """Stop the training loaders' worker processes (at the end of fit).
 
     The wrappers keep the last epoch's iterator for its position, so without this its
@@ -171,12 +172,12 @@ def release(trainer: Any) -> None:
         loader.release()
 
 
-def _tracked(trainer: Any) -> list[TrackedLoader]:
+def _tracked(trainer: TrainerHost) -> list[TrackedLoader]:
     """The training loaders wrapped so far."""
     return [x for x in driver(trainer).train_loaders() if isinstance(x, TrackedLoader)]
 
 
-def _iterators(trainer: Any) -> list[Any]:
+def _iterators(trainer: TrainerHost) -> list[Any]:
     live = driver(trainer).live_train_iterators()
     if live is not None:
         return list(live)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import SessionFileError
 from onthefly.sessions import loaders
 from onthefly.sessions.archive import SessionArchive
@@ -105,7 +106,7 @@ def read(path: str | os.PathLike[str]) -> SavedState:
     return SavedState(Path(path), manifest, model, rest, ranks, positions, per_rank)
 
 
-def resume_native(trainer: Any, path: str | os.PathLike[str]) -> SavedState:
+def resume_native(trainer: TrainerHost, path: str | os.PathLike[str]) -> SavedState:
     """Restore an ``onthefly.Trainer`` from ``path`` before its loop starts.
 
     Raises:
@@ -118,7 +119,7 @@ def resume_native(trainer: Any, path: str | os.PathLike[str]) -> SavedState:
     return saved
 
 
-def restore(trainer: Any, saved: SavedState) -> None:
+def restore(trainer: TrainerHost, saved: SavedState) -> None:
     """Hand the file's training state to the trainer's driver (native: restored at once;
     Lightning, at ``setup`` of stage ``fit``: restored by Lightning's checkpoint connector
     exactly as from ``ckpt_path``).
@@ -132,7 +133,7 @@ def restore(trainer: Any, saved: SavedState) -> None:
     run.restore(saved.model, saved.rest, f"{saved.path}: {TRAINER}")
 
 
-def arm(trainer: Any, saved: SavedState) -> None:
+def arm(trainer: TrainerHost, saved: SavedState) -> None:
     """Arm the training loaders to recreate the exported epoch's iterator at the exported
     batch with the RNG states of the export point (Lightning: at ``on_train_start``, after
     :func:`~onthefly.sessions.loaders.track`)."""

@@ -16,22 +16,23 @@ from __future__ import annotations
 from typing import Any
 
 from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.sessions.payload import check_model
 
 
-def capture(trainer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def capture(trainer: TrainerHost) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(model state_dict, everything else)`` of ``trainer`` at a batch boundary."""
     return driver(trainer).capture_state()
 
 
-def config(trainer: Any) -> dict[str, Any]:
+def config(trainer: TrainerHost) -> dict[str, Any]:
     """The trainer settings shown in the manifest (for people, not used to restore)."""
     values = driver(trainer).config()
     return {k: v for k, v in values.items() if isinstance(v, (int, str)) or v is None}
 
 
 def load_learned(
-    trainer: Any, model_state: dict[str, Any], rest: dict[str, Any], source: str
+    trainer: TrainerHost, model_state: dict[str, Any], rest: dict[str, Any], source: str
 ) -> None:
     """Put model, optimizers, schedulers and grad scaler back; counters are left alone.
 

@@ -7,7 +7,7 @@ cannot do it (no loader, no loss function, a missing extra, an invalid criterion
 ``file_error`` when an export cannot be written (a full disk) or its file exists.
 
 While a scan runs, the training thread does not drain the inbox; the scan looks at it
-before each batch instead (:class:`~onthefly.callbacks._interrupts.Interrupts`): a
+before each batch instead (:class:`~onthefly.commands.interrupts.Interrupts`): a
 ``cancel`` stops the scan, anything else waits and is run in order once the scan ends.
 """
 
@@ -15,34 +15,66 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset
 
-from onthefly.callbacks._interrupts import Interrupts
-from onthefly.callbacks.commands import Boundary
+from onthefly.commands.interrupts import Inbox, Interrupts
+from onthefly.commands.registry import Boundary
+from onthefly.drivers import driver
 from onthefly.drivers.base import distributed
 from onthefly.errors import ConfigurationError
 from onthefly.samples import explorer, export, preview, queries, sources
 from onthefly.samples.capture import describe_loss
-from onthefly.samples.scan import Progress, run_scan
-from onthefly.samples.selection import Criterion, Selection, choose
-from onthefly.samples.store import NoData, SampleView
+from onthefly.samples.preview import Describe
+from onthefly.samples.scan import EmbeddingFn, Progress, run_scan
+from onthefly.samples.selection import Criterion, Selection, Selections, choose
+from onthefly.samples.store import NoData, SampleStore, SampleView
 
 if TYPE_CHECKING:
-    from onthefly.callbacks.sample_tracker import SampleTracker
-    from onthefly.callbacks.session import RunSession
     from onthefly.server import PendingCommand
 
-Handler = Callable[["SampleTracker", Boundary, "PendingCommand"], None]
+
+class SampleSession(Inbox, Protocol):
+    """The run's session as the per-sample commands use it."""
+
+    def quiesce(self) -> None:
+        """Everything buffered so far reaches the server."""
+        ...
+
+    def publish(self, kind: str, /, **payload: Any) -> None:
+        """Send one event of the main run."""
+        ...
+
+
+class SampleHost(Protocol):
+    """The part that records per-sample losses (``SampleTracker``), as its commands see it."""
+
+    store: SampleStore
+    selections: Selections
+    inputs: Callable[[], Any]
+    embedding_fn: EmbeddingFn | None
+    describe: Describe | None
+
+    @property
+    def session(self) -> SampleSession:
+        """The run's session."""
+        ...
+
+    def sync(self) -> None:
+        """Bring the store up to date with what the training thread recorded."""
+        ...
+
+
+Handler = Callable[[SampleHost, Boundary, "PendingCommand"], None]
 
 
 def _answering(handler: Handler) -> Handler:
     """Turn the expected failures of a handler into protocol errors."""
 
     @functools.wraps(handler)
-    def answer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    def answer(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
         try:
             handler(tracker, boundary, cmd)
         except NoData as exc:
@@ -57,7 +89,7 @@ def _answering(handler: Handler) -> Handler:
 
 
 @_answering
-def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _scan(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     trainer, session = boundary.trainer, tracker.session
     split: str = getattr(cmd.command, "split", "train")
     if distributed(trainer):
@@ -98,7 +130,7 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
             embedding_fn=tracker.embedding_fn,
             on_progress=functools.partial(progress, "running"),
             cancelled=interrupts.check,
-            batch_keys=getattr(trainer, "batch_keys", None),
+            batch_keys=driver(trainer).batch_keys(),
         )
         if result is None:
             progress("cancelled", Progress(0, None, 0.0))
@@ -118,7 +150,7 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
         interrupts.replay(boundary)
 
 
-def _cancel(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _cancel(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     # A cancel that reaches the registry found no scan running (a scan consumes its own).
     cmd.reply(cancelled=False)
 
@@ -126,21 +158,21 @@ def _cancel(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> 
 # ---------------------------------------------------------------------------- queries
 
 
-def _view(tracker: SampleTracker, cmd: PendingCommand) -> SampleView:
+def _view(tracker: SampleHost, cmd: PendingCommand) -> SampleView:
     command = cmd.command
     tracker.sync()
     return tracker.store.view(getattr(command, "split", "train"), getattr(command, "source", None))
 
 
 @_answering
-def _histogram(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _histogram(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     view = _view(tracker, cmd)
     cmd.reply(**queries.histogram(view, command.bins, command.min, command.max))
 
 
 @_answering
-def _quantiles(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _quantiles(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     cmd.reply(**queries.quantiles(_view(tracker, cmd), command.q))
 
@@ -171,7 +203,7 @@ def criterion_of(command: Any) -> Criterion:
 
 
 @_answering
-def _select(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _select(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     view = _view(tracker, cmd)
     criterion = criterion_of(command)
@@ -190,11 +222,11 @@ def _select(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> 
     cmd.reply(**{**queries.summary(chosen), **selection.summary()}, **extra, preview=preview)
 
 
-def _selections(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _selections(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     cmd.reply(selections=tracker.selections.summaries())
 
 
-def _selection_view(tracker: SampleTracker, name: str) -> tuple[Selection, SampleView]:
+def _selection_view(tracker: SampleHost, name: str) -> tuple[Selection, SampleView]:
     selection = tracker.selections.get(name)
     tracker.sync()
     view = tracker.store.view(selection.split, selection.source)  # type: ignore[arg-type]
@@ -202,7 +234,7 @@ def _selection_view(tracker: SampleTracker, name: str) -> tuple[Selection, Sampl
 
 
 @_answering
-def _selection_rows(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _selection_rows(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     selection, view = _selection_view(tracker, command.name)
     rows = queries.page(view, command.offset, command.limit, command.sort, command.descending)
@@ -210,7 +242,7 @@ def _selection_rows(tracker: SampleTracker, boundary: Boundary, cmd: PendingComm
 
 
 @_answering
-def _export_selection(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _export_selection(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     target = f"{command.file or command.name} in {command.directory}"
     try:
@@ -234,7 +266,7 @@ def _export_selection(tracker: SampleTracker, boundary: Boundary, cmd: PendingCo
 
 
 @_answering
-def _data_map(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _data_map(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     tracker.sync()
     view = tracker.store.view(command.split, "training")
@@ -242,7 +274,7 @@ def _data_map(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -
 
 
 @_answering
-def _explorer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _explorer(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     view = tracker.store.view(command.split, "scan")
     projection = explorer.project(view, command.method, command.max_points)
@@ -257,7 +289,7 @@ def _explorer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -
     )
 
 
-def _sample_preview(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _sample_preview(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     loader = sources.split_loader(boundary.trainer, tracker.inputs(), command.split)
     dataset = loader.dataset if isinstance(loader, DataLoader) else None
@@ -284,7 +316,7 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
-def register_commands(session: RunSession, tracker: SampleTracker) -> None:
+def register_commands(session: Inbox, tracker: SampleHost) -> None:
     """Register every per-sample command of ``tracker`` on ``session``."""
     for kind, handler in HANDLERS.items():
         session.commands.register(kind, functools.partial(handler, tracker))
