@@ -20,7 +20,7 @@ from onthefly.drivers.base import UNLIMITED, Budget, Driver, Limits, LoaderListe
 from onthefly.drivers.values import Scalar, scalar_or_none, scalars
 from onthefly.errors import ConfigurationError, SessionFileError
 
-_LOADER_NAMES = {"train": "train_loader", "val": "val_loader", "test": "test_loader"}
+_LOADER_LISTS = {"val": "val_loaders", "test": "test_loaders"}
 _EVAL_PREFIXES = ("val_", "test_")
 
 
@@ -104,7 +104,9 @@ class NativeDriver(Driver):
         return self.trainer.resume_from
 
     def loaders(self, split: Split, inputs: Any) -> list[Any]:
-        loader = getattr(self.trainer, _LOADER_NAMES[split])
+        if split != "train":  # several validation or test loaders, in the order given
+            return list(getattr(self.trainer, _LOADER_LISTS[split]))
+        loader = self.trainer.train_loader
         return [] if loader is None else [loader]  # any iterable of batches, as given
 
     def train_loaders(self) -> list[Any]:
@@ -121,7 +123,12 @@ class NativeDriver(Driver):
 
     def run_loaders(self) -> list[Any]:
         # A stand-in trainer (a command dispatched outside a fit) may hold none of them.
-        return [getattr(self.trainer, name, None) for name in _LOADER_NAMES.values()]
+        trainer = self.trainer
+        return [
+            getattr(trainer, "train_loader", None),
+            *getattr(trainer, "val_loaders", []),
+            *getattr(trainer, "test_loaders", []),
+        ]
 
     def on_train_loaders_requested(self, listener: LoaderListener) -> Callable[[], None] | None:
         listener(self.train_loaders())  # fit() was handed its loaders: they are heard at once
