@@ -1,8 +1,14 @@
-"""``onthefly.Trainer``: train a plain PyTorch model with OnTheFly's callbacks attached."""
+"""The native loop's ``Trainer``: train a plain PyTorch model, driving Lightning callbacks.
+
+It knows no feature of OnTheFly: ``onthefly.Trainer`` (:mod:`onthefly.trainer`) is this
+trainer with the OnTheFly callback attached, as ``attach_lightning`` attaches it to a
+``lightning.Trainer``.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -21,12 +27,11 @@ from onthefly.native.config import (
     check_fit_args,
     check_limits,
     rank_and_world_size,
-    session_enabled,
 )
 from onthefly.native.device import resolve_device
 from onthefly.native.evaluation import evaluate, loaders_of
 from onthefly.native.hooks import Hooks, callback_list
-from onthefly.native.loop import FitLoop
+from onthefly.native.loop import FitLoop, LoopContext
 from onthefly.native.metrics import StageMetrics
 from onthefly.native.optimizer_steps import observe_steps
 from onthefly.native.precision import make_autocast, make_scaler, parse_precision
@@ -58,13 +63,10 @@ class Trainer:
     exported and probed); the steps call ``state.model``, its DDP wrapper.
 
     Args:
-        project: the project the run belongs to (groups runs in the dashboard).
-        run_name: the run's name; the session picks one when ``None``.
         max_epochs: stop after this many epochs (``None`` or ``-1``: no epoch limit).
         max_steps: stop after this many optimizer steps (``None``: no step limit). One of the two
             limits is required. Both stay writable during the run (``trainer.max_epochs``, or
             Lightning's spelling ``trainer.fit_loop.max_epochs``).
-        do_test_after: evaluate ``test_loader`` when training ends (done by the session).
         val_every_n_epochs: validate on ``val_loader`` every n epochs; ``0`` never. ``None``
             (not given) is ``0``, and ``fit`` with a ``val_loader`` then logs that validation
             is off.
@@ -81,29 +83,22 @@ class Trainer:
         batch_keys: ``(input_key, target_key)`` of dict batches for the default steps;
             ``None``: the common keys (``image``/``label``, ``input_ids``/``labels``, …; see
             ``docs/per-sample.md``).
-        session: attach the OnTheFly session (live dashboard). ``None`` (default) means on,
-            unless the environment sets ``ONTHEFLY_SESSION=0``; ``False`` runs the bare loop.
         ranks: ``(global rank, world size)`` to train as; ``None`` (default): the process
             group's, if any (see :meth:`nested`).
-        **session_options: further keyword arguments for the session callback
-            (``onthefly.OnTheFly``).
 
     Raises:
         ConfigurationError: for an invalid argument (the message says what was expected).
 
     Example:
-        >>> trainer = onthefly.Trainer(project="mnist", max_epochs=3, val_every_n_epochs=1)
+        >>> trainer = Trainer(max_epochs=3, val_every_n_epochs=1, callbacks=[EarlyStopping(...)])
         >>> trainer.fit(model=model, optimizer=opt, loss_fn=nn.CrossEntropyLoss(),
         ...             train_loader=train, val_loader=val)
     """
 
     def __init__(
         self,
-        project: str,
-        run_name: str | None = None,
         max_epochs: int | None = None,
         max_steps: int | None = None,
-        do_test_after: bool = False,
         val_every_n_epochs: int | None = None,
         callbacks: Sequence[object] | object = (),
         precision: str | int = "32",
@@ -111,13 +106,9 @@ class Trainer:
         grad_clip_norm: float | None = None,
         metrics: Mapping[str, Any] | None = None,
         progress_bar: bool = True,
-        session: bool | None = None,
         batch_keys: tuple[str, str] | None = None,
         ranks: tuple[int, int] | None = None,
-        **session_options: Any,
     ) -> None:
-        if not isinstance(project, str) or not project.strip():
-            raise ConfigurationError(f"project={project!r}; expected a non-empty name")
         self._validation_given = val_every_n_epochs is not None
         if val_every_n_epochs is None:
             val_every_n_epochs = 0
@@ -127,9 +118,6 @@ class Trainer:
             )
         if grad_clip_norm is not None and not grad_clip_norm > 0:
             raise ConfigurationError(f"grad_clip_norm={grad_clip_norm!r}; expected > 0 or None")
-        self.project = project
-        self.run_name = run_name
-        self.do_test_after = do_test_after
         self.val_every_n_epochs = val_every_n_epochs
         self.precision = parse_precision(precision)
         self.device = join_from_environment(resolve_device(device))
@@ -158,14 +146,7 @@ class Trainer:
         self.evaluation_label: str | None = None
         self.resume_from: str | os.PathLike[str] | None = None
 
-        self._session = session_enabled(session)
-        if session_options and not self._session:
-            raise ConfigurationError(
-                f"session options {sorted(session_options)} were given with the session off; "
-                "drop them or enable the session"
-            )
-        self._session_options = session_options
-        self.callbacks: list[object] = self._session_callbacks() + callback_list(callbacks)
+        self.callbacks: list[object] = callback_list(callbacks)
         self._hooks = Hooks(self, self.callbacks)
         self._metrics = StageMetrics(metrics, self.device)
         self._progress = ProgressBar(progress_bar and self.is_global_zero)
@@ -178,28 +159,6 @@ class Trainer:
         self._custom_training_step = False
         self._state: StepState | None = None
         self._fitting = False
-
-    # --- the session: the one place the OnTheFly callback is attached ---------------------
-
-    def _session_callbacks(self) -> list[object]:
-        """The OnTheFly session callback built from this Trainer's arguments, placed first."""
-        if not self._session:
-            return []
-        try:
-            from onthefly.callbacks.onthefly import OnTheFly
-        except ModuleNotFoundError as exc:
-            # Tolerated so that the loop stays usable in a checkout without the session module.
-            if exc.name != "onthefly.callbacks.onthefly":
-                raise
-            _log.warning("onthefly.callbacks.onthefly is unavailable; training without a session")
-            return []
-        session = OnTheFly(
-            project=self.project,
-            run_name=self.run_name,
-            do_test_after=self.do_test_after,
-            **self._session_options,
-        )
-        return [session]
 
     # --- TrainerHost ----------------------------------------------------------------------
 
@@ -387,7 +346,7 @@ class Trainer:
         with self._stage("fit"), observe_steps(optimizer, before, self._count_step):
             self._fitting = True
             try:
-                self.fit_loop.run()
+                self.fit_loop.run(self._loop_context())
             except RuntimeError as exc:
                 if self.world_size > 1 and is_collective_failure(exc):
                     what = f"collective of training step {self.global_step + 1}"
@@ -470,7 +429,6 @@ class Trainer:
             >>> fork.fit(model=copy, optimizer=opt, loss_fn=trainer.loss_fn, train_loader=part)
         """
         fork = Trainer(
-            project="fork",
             metrics=self._metrics.fresh_copies("train"),
             max_steps=max_steps,
             max_epochs=max_epochs,
@@ -479,7 +437,6 @@ class Trainer:
             device=self.device,
             grad_clip_norm=self._default_step.grad_clip_norm,
             progress_bar=False,
-            session=False,
             batch_keys=self.batch_keys,  # the slice's batches are the run's
             ranks=(0, 1),
         )
@@ -497,6 +454,18 @@ class Trainer:
         self._hooks.load_state_dicts(states)
 
     # --- internals used by the loops ------------------------------------------------------
+
+    def _loop_context(self) -> LoopContext:
+        assert self._state is not None
+        return LoopContext(
+            hooks=self._hooks,
+            progress=self._progress,
+            metrics=self._metrics,
+            state=self._state,
+            training_step=self._training_step,
+            validation_due=self._validation_due,
+            validate=functools.partial(self._evaluate, "validation"),
+        )
 
     def _validation_due(self) -> bool:
         n = self.val_every_n_epochs

@@ -14,7 +14,7 @@ from onthefly.batches import batch_size, predictions, unpack
 from onthefly.errors import ConfigurationError
 from onthefly.native.state import StepState
 from onthefly.native.step import checked_output
-from onthefly.native.trainer import Trainer
+from onthefly.trainer import Trainer
 from tests.native.conftest import Recorder, loader, make_dataset, make_model
 
 

@@ -11,7 +11,7 @@ from torch import nn
 
 import onthefly
 from onthefly.errors import ConfigurationError
-from onthefly.native.trainer import Trainer
+from onthefly.trainer import Trainer
 from tests.native.conftest import Recorder, loader, make_model
 
 HOOKS = ["setup", "teardown", "on_exception", "on_fit_end", "on_train_epoch_end"]
