@@ -24,26 +24,13 @@ class Trainer(native.Trainer):
     Args:
         project: the project the run belongs to (groups runs in the dashboard).
         run_name: the run's name; the session picks one when ``None``.
-        max_epochs: stop after this many epochs (``None`` or ``-1``: no epoch limit).
-        max_steps: stop after this many optimizer steps (``None``: no step limit). One of the two
-            limits is required. Both stay writable during the run (``trainer.max_epochs``, or
-            Lightning's spelling ``trainer.fit_loop.max_epochs``).
+        max_epochs, max_steps, val_every_n_epochs, callbacks, precision, device,
+            grad_clip_norm, metrics, progress_bar: the loop's (see
+            :class:`onthefly.native.trainer.Trainer`).
         do_test_after: evaluate ``test_loader`` when training ends (done by the session).
-        val_every_n_epochs: validate on ``val_loader`` every n epochs; ``0`` never. ``None``
-            (not given) is ``0``, and ``fit`` with a ``val_loader`` then logs that validation
-            is off.
-        callbacks: Lightning callbacks (or any objects with Lightning-named hook methods).
-        precision: ``"32"``, ``"bf16-mixed"`` or ``"16-mixed"`` (autocast; a gradient scaler
-            only for ``"16-mixed"`` on CUDA).
-        device: where to train; default CUDA, else MPS, else CPU. Model and batches move there.
-        grad_clip_norm: clip the global gradient norm (default step only); ``None``: no clipping.
-        metrics: ``{"acc": torchmetrics.Accuracy(...)}``, computed at each epoch's end into
-            ``callback_metrics`` (see the native trainer).
-        progress_bar: show a tqdm bar (epoch, step, loss) on stderr.
         session: attach the OnTheFly session (live dashboard). ``None`` (default) means on,
             unless the environment sets ``ONTHEFLY_SESSION=0``; ``False`` runs the bare loop.
-        batch_keys: ``(input_key, target_key)`` of dict batches for the default steps;
-            ``None``: the common keys (see ``docs/per-sample.md``).
+        batch_keys: the loop's (see :class:`onthefly.native.trainer.Trainer`).
         **session_options: further keyword arguments for the session callback
             (``onthefly.OnTheFly``).
 

@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import nn
+from torch.nn import Module
+from torch.optim import Optimizer
 
 from onthefly.drivers.values import Scalar
 
@@ -92,6 +94,9 @@ class Budget:
             return self.steps
         return int(self.epochs or 0) * math.ceil(len(loader) / max(accumulate, 1))
 
+
+Callbacks = Sequence[object]
+"""Callbacks (Lightning's, or any objects with Lightning-named hook methods)."""
 
 LoaderListener = Callable[[Any], None]
 """Called with the training loaders (any nesting) each time the trainer requests them."""
@@ -283,9 +288,20 @@ class Driver(ABC):
             SessionFileError: ``rest`` does not fit this run.
         """
 
-    @abstractmethod
     def config(self) -> dict[str, Any]:
         """The trainer settings worth showing people (not used to restore)."""
+        trainer = self.trainer
+        return {
+            "max_epochs": trainer.max_epochs,
+            "max_steps": trainer.max_steps,
+            "precision": str(trainer.precision),
+            "accumulate_grad_batches": self.accumulation(),
+            **self.placement(),
+        }
+
+    @abstractmethod
+    def placement(self) -> dict[str, Any]:
+        """``val_every_n_epochs`` and ``device`` as the trainer has them, for :meth:`config`."""
 
     # --- work besides training ------------------------------------------------------------
 
@@ -311,12 +327,7 @@ class Driver(ABC):
 
     @abstractmethod
     def train_copy(
-        self,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        loader: Any,
-        budget: Budget,
-        callbacks: Sequence[object],
+        self, model: Module, optimizer: Optimizer, loader: Any, budget: Budget, callbacks: Callbacks
     ) -> None:
         """Train ``model`` (a copy of the run's) on ``loader`` with a nested trainer of the
         run's settings, in this process alone, with ``callbacks`` attached."""

@@ -15,10 +15,12 @@ from typing import Any
 import torch
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch import nn
+from torch.nn import Module
+from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
 from onthefly.drivers import lightning_copies, lightning_test
-from onthefly.drivers.base import Budget, Driver, Limits, LoaderListener, Split, as_limit
+from onthefly.drivers.base import Budget, Callbacks, Driver, Limits, LoaderListener, Split, as_limit
 from onthefly.drivers.values import Scalar, scalars
 from onthefly.errors import SessionFileError
 
@@ -247,16 +249,8 @@ class LightningDriver(Driver):
         # ``trainer.fit(ckpt_path=...)`` would, then releases it.
         self.trainer._checkpoint_connector._loaded_checkpoint = {**rest, "state_dict": model_state}
 
-    def config(self) -> dict[str, Any]:
-        trainer = self.trainer
-        return {
-            "max_epochs": trainer.max_epochs,
-            "max_steps": trainer.max_steps,
-            "precision": str(trainer.precision),
-            "accumulate_grad_batches": trainer.accumulate_grad_batches,
-            "val_every_n_epochs": None,
-            "device": str(trainer.strategy),
-        }
+    def placement(self) -> dict[str, Any]:
+        return {"val_every_n_epochs": None, "device": str(self.trainer.strategy)}
 
     # --- work besides training ------------------------------------------------------------
 
@@ -267,12 +261,7 @@ class LightningDriver(Driver):
         return lightning_copies.loss_closure(self.trainer, module, batch_idx)
 
     def train_copy(
-        self,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        loader: Any,
-        budget: Budget,
-        callbacks: Sequence[object],
+        self, model: Module, optimizer: Optimizer, loader: Any, budget: Budget, callbacks: Callbacks
     ) -> None:
         lightning_copies.train_copy(self.trainer, model, optimizer, loader, budget, callbacks)
 

@@ -14,9 +14,20 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import Module
+from torch.optim import Optimizer
 
 from onthefly.batches import unpack
-from onthefly.drivers.base import UNLIMITED, Budget, Driver, Limits, LoaderListener, Split, as_limit
+from onthefly.drivers.base import (
+    UNLIMITED,
+    Budget,
+    Callbacks,
+    Driver,
+    Limits,
+    LoaderListener,
+    Split,
+    as_limit,
+)
 from onthefly.drivers.values import Scalar, scalar_or_none, scalars
 from onthefly.errors import ConfigurationError, SessionFileError
 
@@ -173,15 +184,10 @@ class NativeDriver(Driver):
             ) from None
         trainer.load_callback_states(rest.get("callbacks", {}))
 
-    def config(self) -> dict[str, Any]:
-        trainer = self.trainer
+    def placement(self) -> dict[str, Any]:
         return {
-            "max_epochs": trainer.max_epochs,
-            "max_steps": trainer.max_steps,
-            "precision": str(trainer.precision),
-            "accumulate_grad_batches": 1,
-            "val_every_n_epochs": trainer.val_every_n_epochs,
-            "device": str(trainer.device),
+            "val_every_n_epochs": self.trainer.val_every_n_epochs,
+            "device": str(self.trainer.device),
         }
 
     # --- work besides training ------------------------------------------------------------
@@ -208,12 +214,7 @@ class NativeDriver(Driver):
         return compute
 
     def train_copy(
-        self,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        loader: Any,
-        budget: Budget,
-        callbacks: Sequence[object],
+        self, model: Module, optimizer: Optimizer, loader: Any, budget: Budget, callbacks: Callbacks
     ) -> None:
         parent = self.trainer
         fork = parent.nested(max_steps=budget.steps, max_epochs=budget.epochs, callbacks=callbacks)
