@@ -7,12 +7,10 @@ trainer with the OnTheFly callback attached, as ``attach_lightning`` attaches it
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -20,7 +18,6 @@ from torch import nn
 
 from onthefly.distributed.group import failure, is_collective_failure
 from onthefly.distributed.launch import join_from_environment, wrap_model
-from onthefly.distributed.reduce import mean_over_ranks
 from onthefly.distributed.sharding import shard_loader
 from onthefly.errors import ConfigurationError
 from onthefly.native.config import (
@@ -29,17 +26,16 @@ from onthefly.native.config import (
     rank_and_world_size,
 )
 from onthefly.native.device import resolve_device
-from onthefly.native.evaluation import evaluate, loaders_of
+from onthefly.native.evaluation import loaders_of
 from onthefly.native.hooks import Hooks, callback_list
 from onthefly.native.loop import FitLoop, LoopContext
 from onthefly.native.metrics import StageMetrics
 from onthefly.native.optimizer_steps import observe_steps
 from onthefly.native.precision import make_autocast, make_scaler, parse_precision
 from onthefly.native.progress import ProgressBar
+from onthefly.native.stages import Stages
 from onthefly.native.state import StepState
 from onthefly.native.step import DefaultEvaluationStep, DefaultTrainingStep, check_batch_keys
-from onthefly.sessions import loader_rng
-from onthefly.sessions.data_position import TrackedLoader
 
 _log = logging.getLogger("onthefly")
 
@@ -153,12 +149,11 @@ class Trainer:
         self.batch_keys = check_batch_keys(batch_keys)
         self._default_step = DefaultTrainingStep(self._hooks, grad_clip_norm, self.batch_keys)
         self._training_step: Callable[[Any, StepState], Any] = self._default_step
-        self._validation_step: Callable[[Any, StepState], Any] = DefaultEvaluationStep(
-            self.batch_keys
+        self._stages = Stages(
+            self, self._hooks, self._metrics, self._progress, DefaultEvaluationStep(self.batch_keys)
         )
         self._custom_training_step = False
         self._state: StepState | None = None
-        self._fitting = False
 
     # --- TrainerHost ----------------------------------------------------------------------
 
@@ -246,7 +241,7 @@ class Trainer:
         Raises:
             ConfigurationError: when ``fn`` is not callable.
         """
-        self._validation_step = _callable(fn, "validation_step")
+        self._stages.step = _callable(fn, "validation_step")
         return fn
 
     # --- running ----------------------------------------------------------------------------
@@ -343,8 +338,8 @@ class Trainer:
         # The default step fires on_before_optimizer_step itself (before clipping, as
         # Lightning does); a custom step's optimizer.step() is observed instead.
         before = self._before_optimizer_step if self._custom_training_step else None
-        with self._stage("fit"), observe_steps(optimizer, before, self._count_step):
-            self._fitting = True
+        with self._stages.stage("fit"), observe_steps(optimizer, before, self._count_step):
+            self._stages.fitting = True
             try:
                 self.fit_loop.run(self._loop_context())
             except RuntimeError as exc:
@@ -353,7 +348,7 @@ class Trainer:
                     raise failure(self.global_rank, what, exc) from exc
                 raise
             finally:
-                self._fitting = False
+                self._stages.fitting = False
 
     def run_validation(self, isolated: bool | None = None) -> dict[str, Any]:
         """Evaluate ``val_loader`` now (firing the ``on_validation_*`` hooks).
@@ -376,7 +371,7 @@ class Trainer:
         Raises:
             ConfigurationError: before ``fit``, or without a ``val_loader``.
         """
-        return _numbers(self._run_evaluation("validation", isolated))
+        return self._stages.run("validation", isolated)
 
     def run_test(self, label: str | None = None, isolated: bool | None = None) -> dict[str, Any]:
         """Evaluate ``test_loader`` now (firing the ``on_test_*`` hooks in Lightning's order).
@@ -399,7 +394,7 @@ class Trainer:
         """
         self.evaluation_label = label
         try:
-            return _numbers(self._run_evaluation("test", isolated))
+            return self._stages.run("test", isolated)
         finally:
             self.evaluation_label = None
 
@@ -464,65 +459,12 @@ class Trainer:
             state=self._state,
             training_step=self._training_step,
             validation_due=self._validation_due,
-            validate=functools.partial(self._evaluate, "validation"),
+            validate=functools.partial(self._stages.evaluate, "validation"),
         )
 
     def _validation_due(self) -> bool:
         n = self.val_every_n_epochs
         return n > 0 and self.val_loader is not None and (self.current_epoch + 1) % n == 0
-
-    def _evaluate(self, stage: str) -> dict[str, torch.Tensor]:
-        assert self._state is not None
-        loaders = self.val_loaders if stage == "validation" else self.test_loaders
-        assert loaders and self.model is not None
-        # The plain module evaluates: DDP's forward would sync buffers with the other ranks.
-        state = dataclasses.replace(
-            self._state, model=self.model, metrics=self._metrics.by_stage[stage]
-        )
-        return evaluate(
-            stage,
-            loaders,
-            self._validation_step,
-            state,
-            self._hooks,
-            self._metrics,
-            self.callback_metrics,
-            reduce=mean_over_ranks if self.world_size > 1 else None,
-        )
-
-    def _run_evaluation(self, stage: str, isolated: bool | None) -> dict[str, torch.Tensor]:
-        validating = stage == "validation"
-        method = "run_validation" if validating else "run_test"
-        arg = "val_loader" if validating else "test_loader"
-        if self._state is None:
-            raise ConfigurationError(f"{method}() needs a model: call fit() first")
-        if getattr(self, arg) is None:
-            raise ConfigurationError(f"{method}() found no {arg}; pass {arg}= to fit()")
-        if isolated is None:
-            isolated = self._fitting
-        loaders = [
-            TrackedLoader.unwrap(loader)
-            for loader in (self.train_loader, *self.val_loaders, *self.test_loaders)
-        ]
-        with loader_rng.preserved(loaders) if isolated else nullcontext():
-            if self._fitting:
-                return self._evaluate(stage)
-            with self._stage("validate" if validating else "test"):
-                return self._evaluate(stage)
-
-    @contextmanager
-    def _stage(self, stage: str) -> Iterator[None]:
-        # Unlike Lightning, teardown also runs after an exception (and after Ctrl-C), so
-        # callbacks always release what they opened; the exception is then re-raised.
-        try:
-            self._hooks.call("setup", stage=stage)
-            yield
-        except BaseException as exc:
-            self._hooks.call("on_exception", exc)
-            raise
-        finally:
-            self._progress.close()
-            self._hooks.call("teardown", stage=stage)
 
     def _before_optimizer_step(self) -> None:
         self._hooks.call("on_before_optimizer_step", self.optimizer)
@@ -537,11 +479,3 @@ def _callable(fn: Any, name: str) -> Any:
             f"@trainer.{name} got {fn!r}; expected a function fn(batch, state) -> dict"
         )
     return fn
-
-
-def _numbers(results: Mapping[str, Any]) -> dict[str, Any]:
-    # One host sync per evaluation: the results leave the device here.
-    return {
-        k: float(v) if isinstance(v, torch.Tensor) and v.numel() == 1 else v
-        for k, v in results.items()
-    }
