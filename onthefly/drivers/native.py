@@ -31,7 +31,6 @@ from onthefly.drivers.base import (
 from onthefly.drivers.values import Scalar, scalar_or_none, scalars
 from onthefly.errors import ConfigurationError, SessionFileError
 
-_LOADER_LISTS = {"val": "val_loaders", "test": "test_loaders"}
 _EVAL_PREFIXES = ("val_", "test_")
 
 
@@ -116,9 +115,12 @@ class NativeDriver(Driver):
 
     def loaders(self, split: Split, inputs: Any) -> list[Any]:
         if split != "train":  # several validation or test loaders, in the order given
-            return list(getattr(self.trainer, _LOADER_LISTS[split]))
-        loader = self.trainer.train_loader
-        return [] if loader is None else [loader]  # any iterable of batches, as given
+            listed = getattr(self.trainer, f"{split}_loaders", None)
+            if listed is not None:
+                return list(listed)
+        # One loader of the split (a stand-in trainer may keep only that): any iterable.
+        loader = getattr(self.trainer, f"{split}_loader")
+        return [] if loader is None else [loader]
 
     def train_loaders(self) -> list[Any]:
         return [self.trainer.train_loader]
