@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from onthefly.callbacks._hparams import schedulers_of
+from onthefly.drivers import Driver, driver
 from onthefly.drivers.base import TrainerHost
 from onthefly.protocol import ConfigValue
 from onthefly.sessions.data_position import TrackedLoader
@@ -33,7 +33,7 @@ def describe_run(trainer: TrainerHost, module: Any) -> dict[str, ConfigValue]:
         {'optimizer': 'AdamW', 'lr': 0.002, ..., 'batch_size': 64, 'max_epochs': 60, ...}
     """
     values: dict[str, ConfigValue] = {}
-    optimizers = list(getattr(trainer, "optimizers", ()) or ())
+    optimizers = list(trainer.optimizers or ())
     if optimizers:
         optimizer = optimizers[0]
         values["optimizer"] = type(optimizer).__name__
@@ -44,21 +44,20 @@ def describe_run(trainer: TrainerHost, module: Any) -> dict[str, ConfigValue]:
                     values[key] = scalar(groups[0][key])
         if len(groups) > 1:
             values["param_groups"] = len(groups)
-    schedulers = schedulers_of(trainer)
+    run = driver(trainer)
+    schedulers = run.schedulers()
     if schedulers:
         values["scheduler"] = type(schedulers[0]).__name__
-    batch_size = getattr(_train_loader(trainer), "batch_size", None)
+    batch_size = getattr(_train_loader(run), "batch_size", None)
     if isinstance(batch_size, int):
         values["batch_size"] = batch_size
-    accumulate = getattr(trainer, "accumulate_grad_batches", None)
-    if isinstance(accumulate, int) and accumulate > 1:
-        values["accumulate_grad_batches"] = accumulate
-    values["max_epochs"] = _limit(getattr(trainer, "max_epochs", None))
-    values["max_steps"] = _limit(getattr(trainer, "max_steps", None))
-    precision = getattr(trainer, "precision", None)
-    if precision is not None:
-        values["precision"] = scalar(precision)
-    if int(getattr(trainer, "world_size", 1) or 1) > 1:
+    settings = run.config()
+    if settings["accumulate_grad_batches"] > 1:
+        values["accumulate_grad_batches"] = settings["accumulate_grad_batches"]
+    values["max_epochs"] = _limit(settings["max_epochs"])
+    values["max_steps"] = _limit(settings["max_steps"])
+    values["precision"] = scalar(settings["precision"])
+    if trainer.world_size > 1:
         values["world_size"] = int(trainer.world_size)
     if module is not None:
         values["model"] = type(module).__name__
@@ -84,15 +83,12 @@ def _limit(value: Any) -> int | None:
     return value if isinstance(value, int) and value >= 0 else None
 
 
-def _train_loader(trainer: TrainerHost) -> Any:
-    for name in ("train_loader", "train_dataloader"):
-        try:
-            loader = getattr(trainer, name, None)
-        except Exception:  # Lightning raises while the loaders are not set up
-            continue
-        if loader is not None and not callable(loader):
-            return TrackedLoader.unwrap(loader)
-    return None
+def _train_loader(run: Driver) -> Any:
+    try:
+        loaders = run.train_loaders()
+    except Exception:  # Lightning raises while the loaders are not set up
+        return None
+    return TrackedLoader.unwrap(loaders[0]) if loaders and loaders[0] is not None else None
 
 
 def _module_hparams(hparams: Any) -> dict[str, ConfigValue]:

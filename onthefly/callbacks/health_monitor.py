@@ -78,8 +78,7 @@ class HealthMonitor(Callback):
 
     def on_fit_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._handles = [
-            optimizer.register_step_post_hook(self._count_taken)
-            for optimizer in getattr(trainer, "optimizers", [])
+            optimizer.register_step_post_hook(self._count_taken) for optimizer in trainer.optimizers
         ]
 
     def on_train_batch_start(
@@ -172,7 +171,7 @@ class HealthMonitor(Callback):
             return [health.finding("distribution", "info", summary, world_size=1)]
         trainer = boundary.trainer
         cursor = ranks.cursor(trainer, self._batch_idx + 1)
-        optimizers = list(getattr(trainer, "optimizers", []))
+        optimizers = list(trainer.optimizers)
         control = Control(ranks.interval, ranks.round_cost_s)
         return check_distribution(boundary.module, optimizers, ranks.group, cursor, control)
 

@@ -90,7 +90,7 @@ class HparamEditor(Callback):
             ConfigurationError: invalid request (nothing was changed).
         """
         trainer = boundary.trainer
-        optimizers = list(getattr(trainer, "optimizers", []))
+        optimizers = list(trainer.optimizers)
         schedulers = schedulers_of(trainer)
         planned = plan_changes(optimizers, schedulers, values, group=group, optimizer=optimizer)
         apply_changes(optimizers, schedulers, planned)
@@ -125,7 +125,7 @@ class HparamEditor(Callback):
         """The optimizer's step raised under unconfirmed edits: undo them and pause."""
         trainer = self._trainer
         undone = [change.undone() for change in reversed(self._unconfirmed.pop(index, []))]
-        optimizers = list(getattr(trainer, "optimizers", []))
+        optimizers = list(trainer.optimizers)
         apply_changes(optimizers, schedulers_of(trainer), undone)
         self._record(trainer, undone)
         message = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]

@@ -275,7 +275,7 @@ class _OptimizerReader:
     """
 
     def __init__(self, trainer: TrainerHost, optimizer: Any) -> None:
-        optimizers = getattr(trainer, "optimizers", ())
+        optimizers = trainer.optimizers
         index = next((i for i, o in enumerate(optimizers) if o is optimizer), 0)
         prefix = "" if index == 0 else f"/opt{index}"
         self.groups = optimizer.param_groups

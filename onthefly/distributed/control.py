@@ -157,7 +157,7 @@ class RankSync:
         Raises:
             DistributedError: a rank did not join.
         """
-        if self.group is not None or int(getattr(trainer, "world_size", 1)) <= 1:
+        if self.group is not None or int(trainer.world_size) <= 1:
             return
         self.group = ControlGroup.join()
         self._spacing = Spacing(fixed_interval())

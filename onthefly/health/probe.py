@@ -106,7 +106,7 @@ def build_probe(trainer: TrainerHost, module: Any, batch: Any, batch_idx: int) -
         ConfigurationError: the run cannot be probed (no batch yet, no loss function, manual
             optimization, several processes); the message says what is needed.
     """
-    if int(getattr(trainer, "world_size", 1)) > 1:
+    if int(trainer.world_size) > 1:
         raise ConfigurationError(
             "health checks in a distributed run are not supported: every rank would have to "
             "probe the same batch; run the check in a single-process run"
@@ -115,7 +115,7 @@ def build_probe(trainer: TrainerHost, module: Any, batch: Any, batch_idx: int) -
         raise ConfigurationError(
             "no training batch has been seen yet; expected the check after training started"
         )
-    optimizers = list(getattr(trainer, "optimizers", []))
+    optimizers = list(trainer.optimizers)
     if not optimizers:
         raise ConfigurationError("the run has no optimizer yet; expected one after fit started")
     return Probe(module, optimizers, batch, driver(trainer).loss_closure(module, batch_idx))

@@ -139,7 +139,7 @@ def new_manifest(
         epoch=int(trainer.current_epoch),
         batch_in_epoch=batch_in_epoch,
         reason=reason,
-        world_size=int(getattr(trainer, "world_size", 1)),
+        world_size=int(trainer.world_size),
         trainer=config,
         torch_version=torch.__version__,
         lightning_version=lightning.__version__,
