@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from onthefly._resolve import name_of
+from onthefly.client.resolve import name_of
 from onthefly.protocol import (
     Alert,
     Coalesced,

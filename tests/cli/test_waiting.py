@@ -6,8 +6,8 @@ import io
 import re
 import time
 
-from onthefly import _waiting
-from onthefly._waiting import Waiting
+from onthefly.cli import waiting as _waiting
+from onthefly.cli.waiting import Waiting
 
 
 class _Terminal(io.StringIO):

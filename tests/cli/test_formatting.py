@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onthefly import _format
+from onthefly.cli import formatting as _format
 from onthefly.protocol import SERVER_MESSAGE
 from tests.golden import EXAMPLES
 

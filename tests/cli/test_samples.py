@@ -8,7 +8,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from onthefly import _cli_samples, cli
+from onthefly import cli
+from onthefly.cli import samples as _cli_samples
 from tests.callbacks.live import LiveClient
 from tests.callbacks.test_sample_tracker import N, run_live
 

@@ -2,7 +2,7 @@
 ``discard-merge`` and ``lineage``.
 
 Each is an argument builder plus a call ``(client, args) -> (reply data, text renderer)``;
-``onthefly/cli.py`` lists them in its table. Never imports torch.
+:mod:`onthefly.cli.entry` lists them in its table. Never imports torch.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from onthefly import _resolve
-from onthefly._cli_samples import criterion_arguments, criterion_of
+from onthefly.cli.runner import Rendered
+from onthefly.cli.samples import criterion_arguments, criterion_of
+from onthefly.client import resolve
 from onthefly.errors import CommandError, ConfigurationError, OnTheFlyError
 
 if TYPE_CHECKING:
     from onthefly.client import Client
 
-Rendered = tuple[dict[str, Any], Callable[[], str]]
 METHODS = ("soup", "greedy", "fisher", "distill", "adapter")
 
 
@@ -179,7 +179,7 @@ def split_run(names: Sequence[str]) -> tuple[str | None, list[str]]:
     if names:
         from onthefly.server.discovery import list_sessions
 
-        if any(_resolve.matches(session, names[0]) for session in list_sessions()):
+        if any(resolve.matches(session, names[0]) for session in list_sessions()):
             return names[0], list(names[1:])
     return None, list(names)
 

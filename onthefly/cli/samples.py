@@ -1,7 +1,7 @@
 """The per-sample subcommands of the ``onthefly`` CLI: ``scan``, ``hist``, ``samples``, ``select``.
 
 Each is an argument builder plus a call ``(client, args) -> (reply data, text renderer)``;
-``onthefly/cli.py`` lists them in its table. Text is plain (an ASCII histogram, a table).
+:mod:`onthefly.cli.entry` lists them in its table. Text is plain (an ASCII histogram, a table).
 Never imports torch.
 """
 
@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from onthefly.cli.runner import Rendered
 from onthefly.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from onthefly.client import Client
 
-Rendered = tuple[dict[str, Any], Callable[[], str]]
 SPLITS = ("train", "val", "test")
 REGIONS = ("easy", "ambiguous", "hard", "mislabeled")
 _BAR = 40

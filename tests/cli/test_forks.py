@@ -86,7 +86,7 @@ def test_a_fork_needs_one_slice_and_one_budget(capsys: pytest.CaptureFixture[str
 
 
 def test_a_refused_merge_says_so_with_its_reason_and_its_choice() -> None:
-    from onthefly._cli_forks import render_fork, render_merge
+    from onthefly.cli.forks import render_fork, render_merge
 
     targets = [{"name": "val", "kind": "val", "samples": 10}]
     text = render_merge(
