@@ -12,6 +12,7 @@ import queue
 from typing import TYPE_CHECKING, Any
 
 from onthefly.callbacks.commands import Boundary
+from onthefly.protocol import CancelReply
 
 if TYPE_CHECKING:
     from onthefly.callbacks.session import RunSession
@@ -47,7 +48,7 @@ class Interrupts:
                 break
             if cmd.command.type == "cancel":
                 self.cancelled = True
-                cmd.reply(cancelled=True, **self.answer)
+                cmd.reply(CancelReply(cancelled=True, **self.answer))
             else:
                 self.held.append(cmd)
         return self.cancelled

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset
@@ -25,6 +25,22 @@ from onthefly.callbacks._consensus import distributed
 from onthefly.callbacks._interrupts import Interrupts
 from onthefly.callbacks.commands import Boundary
 from onthefly.errors import ConfigurationError
+from onthefly.protocol import (
+    Cancelled,
+    CancelReply,
+    DataMapReply,
+    ExplorerReply,
+    ExportSelectionReply,
+    HistogramReply,
+    QuantilesReply,
+    RowsReply,
+    SamplePreviewReply,
+    ScanProgressBody,
+    ScanReply,
+    SelectionsReply,
+    SelectReply,
+    Split,
+)
 from onthefly.samples import explorer, export, preview, queries
 from onthefly.samples.capture import describe_loss
 from onthefly.samples.scan import Progress, run_scan
@@ -60,7 +76,7 @@ def _answering(handler: Handler) -> Handler:
 @_answering
 def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
     trainer, session = boundary.trainer, tracker.session
-    split: str = getattr(cmd.command, "split", "train")
+    split: Split = getattr(cmd.command, "split", "train")
     if distributed(trainer):
         raise ConfigurationError(
             "scans in the middle of a distributed run are not supported: every rank would have "
@@ -81,9 +97,11 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
         )
     session.quiesce()  # the stream shows the training steps before the scan
 
-    def progress(state: str, p: Progress) -> None:
+    def progress(state: Literal["running", "done", "cancelled"], p: Progress) -> None:
         session.publish(
-            "scan_progress", split=split, state=state, done=p.done, total=p.total, elapsed=p.elapsed
+            ScanProgressBody(
+                split=split, state=state, done=p.done, total=p.total, elapsed=p.elapsed
+            )
         )
 
     interrupts = Interrupts(session, split=split)
@@ -103,17 +121,19 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
         )
         if result is None:
             progress("cancelled", Progress(0, None, 0.0))
-            cmd.reply(split=split, cancelled=True)
+            cmd.reply(Cancelled(cancelled=True, split=split))
             return
         tracker.store.scans[split] = result
         progress("done", Progress(len(result.ids), len(result.ids), result.duration))
         view = tracker.store.view(split, "scan")
         cmd.reply(
-            **queries.header(view),
-            cancelled=False,
-            duration=result.duration,
-            samples_per_s=len(result.ids) / result.duration if result.duration > 0 else None,
-            **queries.summary(view),
+            ScanReply(
+                **queries.header(view),
+                cancelled=False,
+                duration=result.duration,
+                samples_per_s=len(result.ids) / result.duration if result.duration > 0 else None,
+                **queries.summary(view),
+            )
         )
     finally:
         interrupts.replay(boundary)
@@ -121,7 +141,7 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
 
 def _cancel(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
     # A cancel that reaches the registry found no scan running (a scan consumes its own).
-    cmd.reply(cancelled=False)
+    cmd.reply(CancelReply(cancelled=False))
 
 
 # ---------------------------------------------------------------------------- queries
@@ -137,13 +157,13 @@ def _view(tracker: SampleTracker, cmd: PendingCommand) -> SampleView:
 def _histogram(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     view = _view(tracker, cmd)
-    cmd.reply(**queries.histogram(view, command.bins, command.min, command.max))
+    cmd.reply(HistogramReply(**queries.histogram(view, command.bins, command.min, command.max)))
 
 
 @_answering
 def _quantiles(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
-    cmd.reply(**queries.quantiles(_view(tracker, cmd), command.q))
+    cmd.reply(QuantilesReply(**queries.quantiles(_view(tracker, cmd), command.q)))
 
 
 def criterion_of(command: Any) -> Criterion:
@@ -188,11 +208,15 @@ def _select(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> 
     )
     tracker.selections.add(selection)
     preview = queries.page(chosen, 0, 20, "loss", True)
-    cmd.reply(**{**queries.summary(chosen), **selection.summary()}, **extra, preview=preview)
+    cmd.reply(
+        SelectReply.model_validate(
+            {**queries.summary(chosen), **selection.summary(), **extra, "preview": preview}
+        )
+    )
 
 
 def _selections(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
-    cmd.reply(selections=tracker.selections.summaries())
+    cmd.reply(SelectionsReply.model_validate({"selections": tracker.selections.summaries()}))
 
 
 def _selection_view(tracker: SampleTracker, name: str) -> tuple[Selection, SampleView]:
@@ -207,7 +231,8 @@ def _selection_rows(tracker: SampleTracker, boundary: Boundary, cmd: PendingComm
     command: Any = cmd.command
     selection, view = _selection_view(tracker, command.name)
     rows = queries.page(view, command.offset, command.limit, command.sort, command.descending)
-    cmd.reply(name=selection.name, total=len(view), offset=command.offset, rows=rows)
+    page = {"name": selection.name, "total": len(view), "offset": command.offset, "rows": rows}
+    cmd.reply(RowsReply.model_validate(page))
 
 
 @_answering
@@ -230,7 +255,13 @@ def _export_selection(tracker: SampleTracker, boundary: Boundary, cmd: PendingCo
         cmd.fail("file_error", f"could not write {target}: {exc.strerror or exc}")
         return
     cmd.reply(
-        name=selection.name, path=str(path), rows=table.num_rows, format=command.format, bytes=size
+        ExportSelectionReply(
+            name=selection.name,
+            path=str(path),
+            rows=table.num_rows,
+            format=command.format,
+            bytes=size,
+        )
     )
 
 
@@ -239,7 +270,7 @@ def _data_map(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -
     command: Any = cmd.command
     tracker.sync()
     view = tracker.store.view(command.split, "training")
-    cmd.reply(**queries.data_map(view, command.max_points))
+    cmd.reply(DataMapReply(**queries.data_map(view, command.max_points)))
 
 
 @_answering
@@ -248,13 +279,15 @@ def _explorer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -
     view = tracker.store.view(command.split, "scan")
     projection = explorer.project(view, command.method, command.max_points)
     cmd.reply(
-        **queries.header(view),
-        method=projection.method,
-        total=projection.total,
-        index=projection.ids.tolist(),
-        x=queries.floats(projection.x),
-        y=queries.floats(projection.y),
-        loss=queries.floats(projection.loss),
+        ExplorerReply(
+            **queries.header(view),
+            method=projection.method,  # type: ignore[arg-type]  # "umap" or "pca"
+            total=projection.total,
+            index=projection.ids.tolist(),
+            x=queries.floats(projection.x),
+            y=queries.floats(projection.y),
+            loss=queries.floats(projection.loss),
+        )
     )
 
 
@@ -267,7 +300,7 @@ def _sample_preview(tracker: SampleTracker, boundary: Boundary, cmd: PendingComm
     shown = preview.previews(
         dataset, command.indices, command.size, split=command.split, describe=tracker.describe
     )
-    cmd.reply(split=command.split, previews=shown)
+    cmd.reply(SamplePreviewReply(split=command.split, previews=shown))
 
 
 HANDLERS: dict[str, Handler] = {

@@ -25,7 +25,7 @@ from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
 from onthefly.errors import ConfigurationError
 from onthefly.health.distribution import Control, check_distribution
-from onthefly.protocol import HealthCheck
+from onthefly.protocol import HealthCheck, HealthOutcome, HealthResultBody
 
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
@@ -136,14 +136,14 @@ class HealthMonitor(Callback):
         self.session.quiesce()  # Telemetry ships its tail: the history is up to date
         started = time.perf_counter()
         findings = self._findings(boundary, check)
-        result = {
+        result: dict[str, Any] = {
             "check": check,
             "step": int(boundary.trainer.global_step),
             "findings": [f.model_dump() for f in findings],
             "duration": time.perf_counter() - started,
         }
         self.results[check] = result
-        self.session.publish("health_result", **result)
+        self.session.publish(HealthResultBody(**result))
         return result
 
     def _findings(self, boundary: Boundary, check: HealthCheck) -> list[health.Finding]:
@@ -180,7 +180,7 @@ class HealthMonitor(Callback):
         except ConfigurationError as exc:
             cmd.fail("unsupported", f"the {check} check cannot run: {exc}")
             return
-        cmd.reply(**result)
+        cmd.reply(HealthOutcome(**result))
 
     def _count_taken(self, *args: Any) -> None:
         self._taken += 1

@@ -16,7 +16,6 @@ per-parameter norms of many steps at once when it ships them).
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -31,6 +30,7 @@ from onthefly.callbacks._run_config import describe_run
 from onthefly.callbacks._runtime_sampler import RuntimeSampler, StepClock
 from onthefly.callbacks._step_buffer import Norms, Row, StepBuffer, Value
 from onthefly.callbacks.session import RunSession
+from onthefly.protocol import EpochBody, MetricsBody, RunConfigBody, Split
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class Telemetry(Callback):
         self._clock = StepClock()
         self._runtime_interval_s = runtime_interval_s
         self._sampler: RuntimeSampler | None = None
-        self._logs = LogForwarder(functools.partial(session.publish, "log"), log_level)
+        self._logs = LogForwarder(session.publish, log_level)
         self._optimizer_values: dict[str, Value] = {}
         self._readers: dict[int, _OptimizerReader] = {}
         self._trainer_norm = False  # the native trainer clips, so it computes the norm itself
@@ -94,7 +94,7 @@ class Telemetry(Callback):
         self._sampler = RuntimeSampler(
             self._clock,
             lambda: int(trainer.global_step),
-            functools.partial(self.session.publish, "runtime"),
+            self.session.publish,
             self._runtime_interval_s,
         )
         self._sampler.start()
@@ -102,7 +102,7 @@ class Telemetry(Callback):
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         if self.session.active:
             with self._guarded("describe the run's configuration"):
-                self.session.publish("config", values=describe_run(trainer, pl_module))
+                self.session.publish(RunConfigBody(values=describe_run(trainer, pl_module)))
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
         self.flush()
@@ -121,7 +121,7 @@ class Telemetry(Callback):
             return
         self._epoch_before = _logged.snapshot(trainer)
         self.session.publish(
-            "epoch", epoch=int(trainer.current_epoch), step=int(trainer.global_step) + 1
+            EpochBody(epoch=int(trainer.current_epoch), step=int(trainer.global_step) + 1)
         )
 
     def on_train_batch_start(
@@ -233,7 +233,7 @@ class Telemetry(Callback):
     def _ship(self, rows: list[Row]) -> None:
         for row in rows:
             self.session.publish(
-                "metrics", split="train", step=row.step, epoch=row.epoch, values=row.values
+                MetricsBody(split="train", step=row.step, epoch=row.epoch, values=row.values)
             )
 
     def _eval_started(self, trainer: Any) -> None:
@@ -242,20 +242,23 @@ class Telemetry(Callback):
             self.flush()  # the training steps before it come first in the stream
             self._eval_before = _logged.snapshot(trainer)
 
-    def _eval_ended(self, trainer: Any, split: str) -> None:
+    def _eval_ended(self, trainer: Any, split: Split) -> None:
         if not self.session.active:
             return
         with self._guarded(f"report {split} results"):
             values = _logged.eval_values(trainer, self._eval_before)
             self._publish_values(trainer, split, without_split_prefix(values, split))
 
-    def _publish_values(self, trainer: Any, split: str, values: dict[str, _logged.Scalar]) -> None:
+    def _publish_values(
+        self, trainer: Any, split: Split, values: dict[str, _logged.Scalar]
+    ) -> None:
         self.session.publish(
-            "metrics",
-            split=split,
-            step=int(trainer.global_step),
-            epoch=int(trainer.current_epoch),
-            values=_logged.host_floats(values),
+            MetricsBody(
+                split=split,
+                step=int(trainer.global_step),
+                epoch=int(trainer.current_epoch),
+                values=_logged.host_floats(values),
+            )
         )
 
     def _stop(self) -> None:

@@ -41,6 +41,7 @@ from onthefly.callbacks._lightning_test import run_test_loop
 from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
 from onthefly.errors import ConfigurationError
+from onthefly.protocol import TestOutcome, TestResultBody
 
 if TYPE_CHECKING:
     from onthefly.server import PendingCommand
@@ -131,14 +132,14 @@ class TestLauncher(Callback):
             self.session.set_state(previous, trainer, f"{label} done")
         self.tests_run += 1
         metrics = _logged.host_floats(_logged.scalars(raw.items()))
-        result = {
+        result: dict[str, Any] = {
             "label": label,
             "step": int(trainer.global_step),
             "loss": pick_loss(metrics),
             "metrics": metrics,
             "duration": time.perf_counter() - started,
         }
-        self.session.publish("test_result", **result)
+        self.session.publish(TestResultBody(**result))
         return result
 
     def _evaluate(self, trainer: Any, label: str, isolated: bool) -> dict[str, Any]:
@@ -161,7 +162,7 @@ class TestLauncher(Callback):
         except ConfigurationError as exc:
             cmd.fail("unsupported", str(exc))
             return
-        cmd.reply(**result)
+        cmd.reply(TestOutcome(**result))
 
 
 _UNSAFE_LABEL = re.compile(r"[/\\\x00-\x1f\x7f]")

@@ -32,7 +32,7 @@ from lightning.pytorch import Callback
 from onthefly.callbacks._alert_rules import LossSpikes, NonFinite, Stalls, Verdict
 from onthefly.callbacks._runtime_sampler import StepClock
 from onthefly.callbacks.session import RunSession
-from onthefly.protocol import AlertKind, Severity
+from onthefly.protocol import AlertBody, AlertKind, Severity
 
 log = logging.getLogger(__name__)
 
@@ -191,13 +191,14 @@ class Watchdog(Callback):
         if verdict is None:
             return
         self.session.publish(
-            "alert",
-            kind=kind,
-            state=verdict.state,
-            severity=severity,
-            step=step,
-            message=verdict.message,
-            details=verdict.details,
+            AlertBody(
+                kind=kind,
+                state=verdict.state,
+                severity=severity,
+                step=step,
+                message=verdict.message,
+                details=verdict.details,
+            )
         )
 
 

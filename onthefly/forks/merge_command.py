@@ -48,6 +48,15 @@ from onthefly.forks.merging import Merged, MergeData, Options, optimizer_kind
 from onthefly.forks.registry import ForkRecord
 from onthefly.forks.run import LongCommand, Refused, RunParts
 from onthefly.forks.spawn import model_copy, parent_untouched
+from onthefly.protocol import (
+    Cancelled,
+    CompareReply,
+    CompareRow,
+    DiscardReply,
+    MergeReply,
+    MetricsBody,
+    StatusBody,
+)
 
 if TYPE_CHECKING:
     from onthefly.callbacks.commands import Boundary
@@ -151,18 +160,20 @@ def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
                     scores.append(evaluator.scores(model))
                 rows.append({**baseline.row(), "steps": baseline.steps})
         if interrupts.cancelled or any(s is None for s in scores):
-            cmd.reply(cancelled=True)
+            cmd.reply(Cancelled(cancelled=True))
             return
         table = evaluator.table(scores)  # type: ignore[arg-type]
         for row, values in zip(rows, table["rows"], strict=True):
             row.update(values)
         cmd.reply(
-            cancelled=False,
-            step=int(trainer.global_step),
-            targets=table["targets"],
-            rows=rows,
-            notes=notes,
-            duration=time.perf_counter() - started,
+            CompareReply(
+                cancelled=False,
+                step=int(trainer.global_step),
+                targets=table["targets"],
+                rows=[CompareRow(**row) for row in rows],
+                notes=notes,
+                duration=time.perf_counter() - started,
+            )
         )
     finally:
         interrupts.replay(boundary)  # what came in meanwhile runs after the answer
@@ -198,7 +209,7 @@ def merge(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None
     try:
         built = _build(spawner, parts, records, command, interrupts)
         if built is None or interrupts.cancelled:
-            cmd.reply(cancelled=True, name=name)
+            cmd.reply(Cancelled(cancelled=True, name=name))
             return
         verdict = gate.check(built.before, built.after, command.tolerance)
         if verdict.passed or command.force:
@@ -209,7 +220,9 @@ def merge(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None
             log.warning("merge %r: %s", name, report["reason"])
         report.update(applied=verdict.passed or command.force, gate=verdict.to_json())
         duration = time.perf_counter() - started
-        cmd.reply(**report, duration=duration, **spawner.session.position(boundary.trainer))
+        cmd.reply(
+            MergeReply(**report, duration=duration, **spawner.session.position(boundary.trainer))
+        )
     finally:
         interrupts.replay(boundary)  # what came in meanwhile runs after the answer
 
@@ -348,15 +361,9 @@ def _announce(server: Any, run: str, step: int, table: dict[str, Any], main: str
         at = names.index("val")
         after = table["rows"][1]
         values = {"loss": after["loss"][at], "acc": after["accuracy"][at]}
-        server.publish(run, "metrics", split="val", step=step, epoch=0, values=values)
-    server.publish(
-        run,
-        "status",
-        state="finished",
-        step=step,
-        epoch=0,
-        reason=f"merged at step {step}; training continues in run {main}",
-    )
+        server.publish(run, MetricsBody(split="val", step=step, epoch=0, values=values))
+    reason = f"merged at step {step}; training continues in run {main}"
+    server.publish(run, StatusBody(state="finished", step=step, epoch=0, reason=reason))
 
 
 def _next_name(spawner: ForkSpawner) -> str:
@@ -388,13 +395,16 @@ def discard(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
     server = spawner.session.server
     if server is not None:
         step = int(trainer.global_step)
-        server.publish(undo.run, "status", state="finished", step=step, epoch=0, reason="discarded")
+        finished = StatusBody(state="finished", step=step, epoch=0, reason="discarded")
+        server.publish(undo.run, finished)
     spawner.publish_lineage()
     cmd.reply(
-        name=undo.name,
-        run=undo.run,
-        active=active,
-        **spawner.session.position(trainer),
+        DiscardReply(
+            name=undo.name,
+            run=undo.run,
+            active=active,
+            **spawner.session.position(trainer),
+        )
     )
 
 

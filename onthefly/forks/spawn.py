@@ -41,6 +41,7 @@ from onthefly.callbacks._driver import is_lightning
 from onthefly.errors import ConfigurationError
 from onthefly.forks.stream import ForkStream
 from onthefly.native.trainer import Trainer
+from onthefly.protocol import ForkState
 from onthefly.samples.slot import arm, armed_slot
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ class Budget:
 class ForkOutcome:
     """How a fork's training ended: ``done``, ``cancelled`` or ``failed`` (with ``message``)."""
 
-    status: str
+    status: ForkState
     steps: int
     duration: float
     message: str | None = None
@@ -188,7 +189,7 @@ def train_fork(
         stream.flush()
         duration = time.perf_counter() - started
         return ForkOutcome("failed", stream.steps, duration, f"{type(exc).__name__}: {exc}")
-    status = "cancelled" if stream.cancelled_at is not None else "done"
+    status: ForkState = "cancelled" if stream.cancelled_at is not None else "done"
     return ForkOutcome(status, stream.steps, time.perf_counter() - started)
 
 

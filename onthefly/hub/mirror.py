@@ -264,7 +264,7 @@ class Mirror:
         if pending is None:
             return  # our subscribe's reply, or a command already failed
         if message["type"] == "reply":
-            pending.reply(**message.get("data", {}))
+            pending.relay(message.get("data", {}))
         else:
             error = message["error"]
             pending.fail(error["code"], error["message"])

@@ -36,14 +36,24 @@ from onthefly.protocol import (
     ErrorCode,
     ErrorInfo,
     ErrorReply,
+    EventBody,
     Hello,
     History,
+    HistoryReply,
+    LogBody,
+    LogRecord,
+    Message,
+    PingReply,
     Reply,
     RunInfo,
     RunStarted,
+    SeqReply,
     Series,
     Snapshot,
+    StatusReply,
     Subscribe,
+    SubscribeReply,
+    reply_fields,
 )
 from onthefly.server.commands import Rejection, TokenBucket, condense, parse_command, read_id
 from onthefly.server.history import Window, decimate
@@ -53,8 +63,9 @@ from onthefly.server.runs import RunTable, StreamModel, render_snapshot
 
 logger = logging.getLogger("onthefly.server")
 
-RawEvent = tuple[str, str, float, dict[str, Any]]
-"""What the training thread publishes: ``(run, kind, time, payload)``."""
+RawEvent = tuple[str, str, float, EventBody | dict[str, Any]]
+"""What reaches the broker: ``(run, kind, time, body)``. The body is the event model's own
+fields: built and validated by the training process, or relayed as JSON by the hub."""
 
 EVENT_MODELS: dict[str, type[StreamModel]] = {
     model.model_fields["type"].default: model for model in typing.get_args(StreamModel)
@@ -199,10 +210,12 @@ class Broker:
         run: str,
         kind: str,
         at: float,
-        payload: dict[str, Any],
+        payload: EventBody | dict[str, Any],
         staged: list[tuple[StreamModel, StreamEvent]],
     ) -> None:
         """Validate and serialise one event (outside the lock: only the publisher numbers)."""
+        if isinstance(payload, EventBody):
+            payload = dict(payload)  # its fields; nested models are taken as they are
         model = EVENT_MODELS.get(kind)
         if model is None:
             expected = ", ".join(EVENT_MODELS)
@@ -233,8 +246,8 @@ class Broker:
         message = f"dropped an event from the training process: {problem}"
         logger.warning(message)
         now = time.time()
-        record = {"time": now, "level": "WARNING", "logger": logger.name, "message": message}
-        self._stage(self.main_run, "log", now, {"record": record}, staged)
+        record = LogRecord(time=now, level="WARNING", logger=logger.name, message=message)
+        self._stage(self.main_run, "log", now, LogBody(record=record), staged)
 
     # ----------------------------------------------------------------------------- commands
 
@@ -281,11 +294,11 @@ class Broker:
             with self._lock:
                 client.subscribed = False
                 client.outbox.reset_stream()
-            self._reply(client, command.id, {"seq": self._seq})
+            self._reply(client, command.id, SeqReply(seq=self._seq))
         elif command.type == "status":
             self._reply(client, command.id, self._status(run))
         else:  # ping
-            self._reply(client, command.id, {"time": time.time(), "seq": self._seq})
+            self._reply(client, command.id, PingReply(time=time.time(), seq=self._seq))
 
     def _subscribe(self, client: Client, command: Subscribe) -> None:
         with self._lock:
@@ -294,11 +307,11 @@ class Broker:
             client.relay = command.relay
             missed = self._missed_since(command.since)
             if missed is not None:
-                self._reply(client, command.id, {"mode": "replay", "seq": self._seq})
+                self._reply(client, command.id, SubscribeReply(mode="replay", seq=self._seq))
                 client.outbox.put_events(missed)
                 return
             capture = self._runs.capture(self._seq)
-            self._reply(client, command.id, {"mode": "snapshot", "seq": self._seq})
+            self._reply(client, command.id, SubscribeReply(mode="snapshot", seq=self._seq))
             client.outbox.put(partial(render_snapshot, capture, self.session, command.max_points))
 
     def _missed_since(self, since: int | None) -> list[StreamEvent] | None:
@@ -318,21 +331,21 @@ class Broker:
             )
         client.outbox.put(partial(_render_history, command, run, window))
 
-    def _status(self, run: str) -> dict[str, Any]:
+    def _status(self, run: str) -> StatusReply:
         with self._lock:
             infos = self._runs.infos()
             seq = self._seq
         target = next(info for info in infos if info.run == run)
-        return {
-            "runs": [info.model_dump() for info in infos],
-            "seq": seq,
-            "run": run,
-            "state": target.state,
-            "step": target.step,
-            "epoch": target.epoch,
-            "latest": target.latest,
-            "alerts": target.alerts,
-        }
+        return StatusReply(
+            runs=infos,
+            seq=seq,
+            run=run,
+            state=target.state,
+            step=target.step,
+            epoch=target.epoch,
+            latest=target.latest,
+            alerts=target.alerts,
+        )
 
     def _hand_over(self, client: Client, command: Command, run: str) -> None:
         with self._lock:
@@ -377,8 +390,9 @@ class Broker:
         with self._lock:
             return ", ".join(repr(info.run) for info in self._runs.infos())
 
-    def _reply(self, client: Client, command_id: str, data: dict[str, Any]) -> None:
-        client.outbox.put(SERVER_MESSAGE.dump_json(Reply(id=command_id, data=data)))
+    def _reply(self, client: Client, command_id: str, data: Message) -> None:
+        reply = Reply(id=command_id, data=reply_fields(data))
+        client.outbox.put(SERVER_MESSAGE.dump_json(reply))
 
     def _error(self, client: Client, command_id: str | None, code: ErrorCode, message: str) -> None:
         error = ErrorReply(id=command_id, error=ErrorInfo(code=code, message=message))
@@ -422,10 +436,5 @@ class Broker:
 
 def _render_history(command: History, run: str, window: Window) -> bytes:
     series: Series = decimate(window, command.max_points)
-    data = {
-        "run": run,
-        "split": command.split,
-        "metric": command.metric,
-        "series": series.model_dump(),
-    }
-    return SERVER_MESSAGE.dump_json(Reply(id=command.id, data=data))
+    data = HistoryReply(run=run, split=command.split, metric=command.metric, series=series)
+    return SERVER_MESSAGE.dump_json(Reply(id=command.id, data=reply_fields(data)))

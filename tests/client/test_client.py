@@ -131,7 +131,13 @@ def test_command_error_carries_the_protocol_code(client: Client) -> None:
 
 def test_stop_and_test(training: Training, client: Client) -> None:
     training.train(2)
-    assert client.test(label="warm") == {"label": "warm", "step": 2, "loss": 0.25}
+    assert client.test(label="warm") == {
+        "label": "warm",
+        "step": 2,
+        "loss": 0.25,
+        "metrics": {"test_acc": 0.75},
+        "duration": 0.5,
+    }
     assert client.test()["label"] == "test_2"
     assert client.stop()["state"] == "finished"
 

@@ -10,6 +10,7 @@
  * is ever shown under another.
  */
 import type { CommandBody, HostToView, Outcome } from '../common/messages';
+import { replyOf } from '../common/replies';
 import { emptyState, pill, type DashboardState, type RunView, type SourceView } from '../common/state';
 import { h } from './dom';
 import { assignColors, runColor } from './palette';
@@ -424,7 +425,7 @@ export class App {
 
   private async history(key: string, series: string, start: number, end: number, maxPoints: number) {
     const { split, metric } = parseSeriesKey(series);
-    const outcome = await this.sendTo(key, { type: 'history', metric, split, start, end, max_points: maxPoints });
+    const outcome = replyOf('history', await this.sendTo(key, { type: 'history', metric, split, start, end, max_points: maxPoints }));
     if (!outcome.ok) {
       console.warn(`OnTheFly: history of ${series} failed: ${outcome.message}`);
       return null;
