@@ -1,6 +1,7 @@
 """The session's protocol logic, without any I/O.
 
-The broker numbers stream events, keeps the run table, the replay ring and the
+The broker numbers stream events (validated by the
+:class:`~onthefly.server.staging.EventStager`), keeps the run table, the replay ring and the
 connected clients, and turns every client frame into exactly one answer. It never touches
 a socket: answers and events go into each client's :class:`~onthefly.server.outbox.Outbox`
 and the transport's sender threads write them out. Tests drive it directly.
@@ -18,14 +19,10 @@ import logging
 import queue
 import threading
 import time
-import typing
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
-
-from pydantic import ValidationError
 
 from onthefly import __version__
 from onthefly.protocol import (
@@ -36,17 +33,13 @@ from onthefly.protocol import (
     ErrorCode,
     ErrorInfo,
     ErrorReply,
-    EventBody,
     Hello,
     History,
     HistoryReply,
-    LogBody,
-    LogRecord,
     Message,
     PingReply,
     Reply,
     RunInfo,
-    RunStarted,
     SeqReply,
     Series,
     Snapshot,
@@ -55,22 +48,14 @@ from onthefly.protocol import (
     SubscribeReply,
     reply_fields,
 )
-from onthefly.server.commands import Rejection, TokenBucket, condense, parse_command, read_id
+from onthefly.server.commands import Rejection, TokenBucket, parse_command, read_id
 from onthefly.server.history import Window, decimate
 from onthefly.server.outbox import Outbox, StreamEvent
 from onthefly.server.pending import PendingCommand
-from onthefly.server.runs import RunTable, StreamModel, render_snapshot
+from onthefly.server.runs import RunTable, render_snapshot
+from onthefly.server.staging import EventStager, RawEvent
 
 logger = logging.getLogger("onthefly.server")
-
-RawEvent = tuple[str, str, float, EventBody | dict[str, Any]]
-"""What reaches the broker: ``(run, kind, time, body)``. The body is the event model's own
-fields: built and validated by the training process, or relayed as JSON by the hub."""
-
-EVENT_MODELS: dict[str, type[StreamModel]] = {
-    model.model_fields["type"].default: model for model in typing.get_args(StreamModel)
-}
-"""Stream event kinds and their models."""
 
 RING_SIZE = 100_000
 """Events kept for replay to clients that reconnect with ``since``."""
@@ -131,8 +116,7 @@ class Broker:
         self._clients: set[Client] = set()
         self._pending: set[PendingCommand] = set()
         self._numbers = itertools.count(1)
-        self._rejections: dict[str, int] = {}
-        self._known_runs: set[str] = set()  # publisher-side: runs created by staged events
+        self._stager = EventStager(session, main_run)
         self._closed = False
 
     @property
@@ -188,9 +172,7 @@ class Broker:
         ``onthefly.server`` logger.
         """
         with self._publishing:
-            staged: list[tuple[StreamModel, StreamEvent]] = []
-            for run, kind, at, payload in events:
-                self._stage(run, kind, at, payload, staged)
+            staged = self._stager.stage(events, self._seq)
             if not staged:
                 return
             # Applying and fanning out under one lock hold is what makes a subscription's
@@ -204,50 +186,6 @@ class Broker:
                 for client in self._clients:
                     if client.subscribed:
                         client.outbox.put_events(lines)
-
-    def _stage(
-        self,
-        run: str,
-        kind: str,
-        at: float,
-        payload: EventBody | dict[str, Any],
-        staged: list[tuple[StreamModel, StreamEvent]],
-    ) -> None:
-        """Validate and serialise one event (outside the lock: only the publisher numbers)."""
-        if isinstance(payload, EventBody):
-            payload = dict(payload)  # its fields; nested models are taken as they are
-        model = EVENT_MODELS.get(kind)
-        if model is None:
-            expected = ", ".join(EVENT_MODELS)
-            self._reject(f"unknown event kind {kind!r}; expected one of {expected}", staged)
-            return
-        if kind != "run_started" and run not in self._known_runs:
-            self._reject(f"{kind!r} event for unknown run {run!r}", staged)
-            return
-        seq = staged[-1][1].seq + 1 if staged else self._seq + 1
-        fields = {**payload, "session": self.session, "run": run, "time": at, "seq": seq}
-        try:
-            event = model.model_validate(fields)
-        except ValidationError as exc:
-            self._reject(f"invalid {kind!r} event ({condense(exc)})", staged)
-            return
-        if isinstance(event, RunStarted):
-            self._known_runs.add(run)
-        # The model's own serializer writes the same bytes as SERVER_MESSAGE's union, in a
-        # third of the time (no variant lookup): it runs for every event, on the pump thread.
-        json = event.__pydantic_serializer__.to_json(event)
-        staged.append((event, StreamEvent(seq, kind, json)))
-
-    def _reject(self, problem: str, staged: list[tuple[StreamModel, StreamEvent]]) -> None:
-        count = self._rejections.get(problem, 0) + 1
-        self._rejections[problem] = count
-        if count > 1:
-            return  # said once: a callback repeating the mistake every step must not flood
-        message = f"dropped an event from the training process: {problem}"
-        logger.warning(message)
-        now = time.time()
-        record = LogRecord(time=now, level="WARNING", logger=logger.name, message=message)
-        self._stage(self.main_run, "log", now, LogBody(record=record), staged)
 
     # ----------------------------------------------------------------------------- commands
 
@@ -421,7 +359,7 @@ class Broker:
         """Put the runs of a saved snapshot back before (or while) clients watch."""
         with self._publishing, self._lock:
             self._runs.restore(saved.runs, saved.logs)
-            self._known_runs.update(run.run for run in saved.runs)
+            self._stager.known_runs.update(run.run for run in saved.runs)
 
     # ----------------------------------------------------------------------------- shutdown
 

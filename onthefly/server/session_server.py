@@ -23,10 +23,11 @@ from types import TracebackType
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import EventBody, LogBody, LogRecord, RunInfo, RunStartedBody, Snapshot
 from onthefly.server.admission import Limits
-from onthefly.server.broker import Broker, RawEvent
+from onthefly.server.broker import Broker
 from onthefly.server.console import announce, dashboard_kind
 from onthefly.server.discovery import SessionFile, remove_session, write_session
 from onthefly.server.pending import PendingCommand
+from onthefly.server.staging import RawEvent
 from onthefly.server.transport import Transport, bind
 
 DEFAULT_PORT = 47621

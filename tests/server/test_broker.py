@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from onthefly.protocol import SERVER_MESSAGE
-from onthefly.server.broker import EVENT_MODELS, Broker, Client, RawEvent
+from onthefly.server.broker import Broker, Client
+from onthefly.server.staging import EVENT_MODELS, RawEvent
 from tests.golden import example_files, load_strict, tag_of
 
 
