@@ -9,13 +9,11 @@ import argparse
 import contextlib
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from onthefly.cli import formatting
 from onthefly.cli.waiting import Waiting
-
-if TYPE_CHECKING:
-    from onthefly.client import Client
+from onthefly.client import Client, connect
 
 Rendered = tuple[dict[str, Any], Callable[[], str]]
 """What a subcommand's call returns: the reply's data and how to print it as text."""
@@ -37,9 +35,7 @@ def emit(args: argparse.Namespace, data: dict[str, Any], text: Callable[[], str]
 
 
 def client_of(args: argparse.Namespace) -> Client:
-    # Imported here so that `onthefly runs` and `--help` never load websockets.
-    from onthefly.client import connect
-
+    """A client of the session ``args.run`` names."""
     return connect(args.run)
 
 

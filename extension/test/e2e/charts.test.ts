@@ -50,7 +50,14 @@ let browser: Browser;
 let url: string;
 
 before(async () => {
-  fake = await startFakeSession({ httpRoot: DASHBOARD, onSubscribe: (_c, socket) => socket.send(snapshot()) });
+  // The page's panels ask the session things (history, checkpoints, lineage, …) whose replies
+  // this scripted session does not model: it refuses them, as a real session refuses what a
+  // run cannot do.
+  const refuse = (command: Record<string, unknown>, socket: { send(text: string): void }): void => {
+    const error = { code: 'unsupported', message: `this scripted session answers no ${String(command.type)}` };
+    socket.send(JSON.stringify({ type: 'error', id: command.id, error }));
+  };
+  fake = await startFakeSession({ httpRoot: DASHBOARD, onSubscribe: (_c, socket) => socket.send(snapshot()), answer: refuse });
   browser = await openBrowser();
   url = `http://127.0.0.1:${fake.port}/?token=${fake.token}`;
   await browser.page.goto(url);
