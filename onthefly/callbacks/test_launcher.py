@@ -198,8 +198,10 @@ def _label_env(label: str) -> Iterator[None]:
 
 
 def pick_loss(metrics: dict[str, float]) -> float | None:
-    """The test loss among ``metrics``: ``test_loss``, ``test/loss``, ``loss``, or a ``*loss``."""
-    for name in _LOSS_NAMES:
-        if name in metrics:
-            return metrics[name]
+    """The test loss among ``metrics``: ``test_loss``, ``test/loss``, ``loss``, or a ``*loss``;
+    with several test loaders, the first loader's (``test_loss/dataloader_idx_0``)."""
+    for suffix in ("", "/dataloader_idx_0"):
+        for name in _LOSS_NAMES:
+            if name + suffix in metrics:
+                return metrics[name + suffix]
     return next((v for k, v in metrics.items() if k.endswith("loss")), None)

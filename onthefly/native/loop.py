@@ -28,6 +28,7 @@ from onthefly.dataloaders import release_workers
 from onthefly.distributed.sharding import set_sampler_epoch
 from onthefly.errors import ConfigurationError
 from onthefly.native.device import to_device
+from onthefly.native.evaluation import loader_suffix
 from onthefly.native.step import checked_output
 from onthefly.sessions.data_position import TrackedLoader
 
@@ -96,7 +97,9 @@ class FitLoop:
             if trainer._validation_due() and (completed or trainer.should_stop):
                 trainer._evaluate("validation")
                 if isinstance(scheduler, ReduceLROnPlateau):
-                    scheduler.step(trainer.callback_metrics["val_loss"])
+                    # With several validation loaders, the first one's loss (documented).
+                    first = "val_loss" + loader_suffix(0, len(trainer.val_loaders))
+                    scheduler.step(trainer.callback_metrics[first])
 
     def _run_batches(self, loader: Iterable[Any]) -> bool:
         """Run the epoch's batches; ``True`` when the epoch ran to its end.

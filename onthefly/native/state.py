@@ -35,7 +35,9 @@ class StepState(Mapping[str, Any]):
             updates them itself; the trainer computes and resets them at the end of the epoch.
         step: optimizer steps taken so far (``trainer.global_step``).
         epoch: the current epoch (``trainer.current_epoch``).
-        batch_idx: the batch's index within the epoch.
+        batch_idx: the batch's index within the epoch (or within its evaluation loader).
+        dataloader_idx: in an evaluation, the index of the loader the batch comes from
+            (``0`` with one loader).
 
     Example:
         >>> @trainer.training_step
@@ -74,6 +76,7 @@ class StepState(Mapping[str, Any]):
     step: int = 0
     epoch: int = 0
     batch_idx: int = 0
+    dataloader_idx: int = 0
     _hooks: Hooks | None = field(default=None, repr=False)
 
     def __getitem__(self, key: str) -> Any:

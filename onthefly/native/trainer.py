@@ -24,7 +24,7 @@ from onthefly.native.config import (
     session_enabled,
 )
 from onthefly.native.device import resolve_device
-from onthefly.native.evaluation import evaluate
+from onthefly.native.evaluation import evaluate, loaders_of
 from onthefly.native.hooks import Hooks, callback_list
 from onthefly.native.loop import FitLoop
 from onthefly.native.metrics import StageMetrics
@@ -147,6 +147,8 @@ class Trainer:
         self.train_loader: Iterable[Any] | None = None
         self.val_loader: Iterable[Any] | None = None
         self.test_loader: Iterable[Any] | None = None
+        self.val_loaders: list[Iterable[Any]] = []
+        self.test_loaders: list[Iterable[Any]] = []
         self.scheduler: Any = None
         self.scheduler_interval = "epoch"
         self.evaluation_label: str | None = None
@@ -303,8 +305,11 @@ class Trainer:
             loss_fn: ``loss_fn(model(x), y)``; required by the default steps.
             train_loader: the training batches (any iterable; DataLoaders are used as given,
                 but for the ``DistributedSampler`` a distributed run adds when there is none).
-            val_loader: validation batches, used every ``val_every_n_epochs``.
-            test_loader: test batches, used by :meth:`run_test`.
+            val_loader: validation batches, used every ``val_every_n_epochs``; several
+                loaders as a list, tuple or dict of ``DataLoader`` objects (as Lightning takes
+                them: results are named ``val_loss/dataloader_idx_0``, ...).
+            test_loader: test batches, used by :meth:`run_test`; several as for
+                ``val_loader``.
             scheduler: an LR scheduler, stepped after each epoch or each optimizer step;
                 ``ReduceLROnPlateau`` is stepped with ``val_loss`` after each validation.
             scheduler_interval: ``"epoch"`` or ``"step"``.
@@ -344,7 +349,11 @@ class Trainer:
         if isinstance(loss_fn, nn.Module):
             loss_fn = loss_fn.to(self.device)
         self.optimizer, self.loss_fn = optimizer, loss_fn
-        self.train_loader, self.val_loader, self.test_loader = train_loader, val_loader, test_loader
+        self.train_loader = train_loader
+        self.val_loaders, self.test_loaders = loaders_of(val_loader), loaders_of(test_loader)
+        # Per-sample features (scans, compare) use a split's first loader, as under Lightning.
+        self.val_loader = next(iter(self.val_loaders), None)
+        self.test_loader = next(iter(self.test_loaders), None)
         self.scheduler, self.scheduler_interval = scheduler, scheduler_interval
         self.should_stop = False
         self._state = StepState(
@@ -393,7 +402,8 @@ class Trainer:
 
         Returns:
             ``{"loss": mean loss over samples, **metrics}``; also in ``callback_metrics`` as
-            ``val_loss``, ``val_<metric>``.
+            ``val_loss``, ``val_<metric>``. With several loaders each name has its loader's
+            suffix (``loss/dataloader_idx_0``, ...).
 
         Raises:
             ConfigurationError: before ``fit``, or without a ``val_loader``.
@@ -414,7 +424,7 @@ class Trainer:
 
         Returns:
             ``{"loss": mean loss over samples, **metrics}``; also in ``callback_metrics`` as
-            ``test_loss``, ``test_<metric>``.
+            ``test_loss``, ``test_<metric>``; several loaders as in :meth:`run_validation`.
 
         Raises:
             ConfigurationError: before ``fit``, or without a ``test_loader``.
@@ -442,15 +452,15 @@ class Trainer:
 
     def _evaluate(self, stage: str) -> dict[str, torch.Tensor]:
         assert self._state is not None
-        loader = self.val_loader if stage == "validation" else self.test_loader
-        assert loader is not None and self.model is not None
+        loaders = self.val_loaders if stage == "validation" else self.test_loaders
+        assert loaders and self.model is not None
         # The plain module evaluates: DDP's forward would sync buffers with the other ranks.
         state = dataclasses.replace(
             self._state, model=self.model, metrics=self._metrics.by_stage[stage]
         )
         return evaluate(
             stage,
-            loader,
+            loaders,
             self._validation_step,
             state,
             self._hooks,
@@ -471,7 +481,7 @@ class Trainer:
             isolated = self._fitting
         loaders = [
             TrackedLoader.unwrap(loader)
-            for loader in (self.train_loader, self.val_loader, self.test_loader)
+            for loader in (self.train_loader, *self.val_loaders, *self.test_loaders)
         ]
         with loader_rng.preserved(loaders) if isolated else nullcontext():
             if self._fitting:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from onthefly.errors import SessionFileError
 from onthefly.sessions import bounded_json
 from onthefly.sessions.manifest import MANIFEST_NAME, Manifest, validate_manifest
+from onthefly.sessions.signals import signals_deferred
 
 SUFFIX = ".otf"
 _CHUNK = 8 << 20
@@ -219,7 +220,8 @@ class SessionArchive:
         if verify and not _crc_matches(self.path, offset, info):
             raise SessionFileError(f"{self.path}: member {name} is corrupt (checksum mismatch)")
         try:
-            with self.path.open("rb") as raw:
+            with self.path.open("rb") as raw, signals_deferred():
+                # (torch would turn a Ctrl+C in window.read into a corrupt-file error)
                 window = cast(IO[bytes], _Window(raw, offset, info.file_size))
                 return torch.load(window, map_location=map_location, weights_only=True)
         except pickle.UnpicklingError as exc:

@@ -180,7 +180,9 @@ def run_loaders(trainer: Any) -> list[Any]:
     far), unwrapped; nothing is requested from a module or datamodule."""
     if not is_lightning(trainer):
         found = [
-            getattr(trainer, name, None) for name in ("train_loader", "val_loader", "test_loader")
+            getattr(trainer, "train_loader", None),
+            *getattr(trainer, "val_loaders", []),
+            *getattr(trainer, "test_loaders", []),
         ]
     else:
         found = []

@@ -24,6 +24,7 @@ from typing import Any
 from onthefly.errors import SessionFileError
 from onthefly.protocol import FILE_EXISTS
 from onthefly.sessions.manifest import MANIFEST_NAME, Manifest
+from onthefly.sessions.signals import signals_deferred
 
 SUFFIX = ".otf"
 _CHUNK = 8 << 20
@@ -90,7 +91,10 @@ class ArchiveWriter:
         crc = torch.serialization.get_crc32_options()
         torch.serialization.set_crc32_options(False)
         try:
-            with self._zip.open(_info(name, zipfile.ZIP_STORED), "w", force_zip64=True) as out:
+            with (
+                self._zip.open(_info(name, zipfile.ZIP_STORED), "w", force_zip64=True) as out,
+                signals_deferred(),  # torch would turn a Ctrl+C in out.write into an error
+            ):
                 torch.save(obj, out)
         finally:
             torch.serialization.set_crc32_options(crc)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from onthefly import OnTheFly
-from onthefly.callbacks.test_launcher import LABEL_ENV, test_label
+from onthefly.callbacks.test_launcher import LABEL_ENV, pick_loss, test_label
 from tests.callbacks.commanding import CommandsAt
 from tests.callbacks.conftest import Connect
 from tests.callbacks.live import LiveClient, session_files, wait_for_session
@@ -243,3 +243,21 @@ def test_a_second_test_while_one_runs_is_busy(onthefly_home: Path) -> None:
 def test_labels_count_per_run_and_forks_get_their_own_namespace() -> None:
     assert [test_label(n) for n in (1, 2)] == ["test_1", "test_2"]
     assert test_label(1, "hard/slice") == "hard_slice-test_1"
+
+
+@pytest.mark.parametrize(
+    ("metrics", "loss"),
+    [
+        ({"test_loss": 1.0, "acc": 0.5}, 1.0),
+        ({"loss": 2.0}, 2.0),
+        ({"test/loss": 3.0, "loss": 9.0}, 3.0),
+        ({"test_loss/dataloader_idx_1": 5.0, "test_loss/dataloader_idx_0": 4.0}, 4.0),
+        ({"loss/dataloader_idx_0": 6.0, "loss/dataloader_idx_1": 7.0}, 6.0),
+        ({"recon_loss": 8.0}, 8.0),
+        ({"acc": 0.5}, None),
+    ],
+)
+def test_the_result_s_loss_is_the_test_loss_or_the_first_loader_s(
+    metrics: dict[str, float], loss: float | None
+) -> None:
+    assert pick_loss(metrics) == loss

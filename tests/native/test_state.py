@@ -30,10 +30,10 @@ def test_every_field_reads_as_a_key_too() -> None:
     )
     assert list(state) == [
         "model", "optimizer", "loss_fn", "device", "autocast", "scaler", "scheduler",
-        "metrics", "step", "epoch", "batch_idx",
+        "metrics", "step", "epoch", "batch_idx", "dataloader_idx",
     ]  # fmt: skip
     assert all(state[key] is getattr(state, key) for key in state)
-    assert dict(state)["step"] == 3 and len(state) == 11 and "model" in state
+    assert dict(state)["step"] == 3 and len(state) == 12 and "model" in state
     assert "_hooks" not in state
     with pytest.raises(KeyError, match="'opt': the step state has no such field"):
         state["opt"]

@@ -172,6 +172,52 @@ def test_train_and_validation_metrics_are_computed_per_epoch(fit_kwargs: dict[st
     assert trainer.run_validation()["acc"] == pytest.approx(float(seen[1]["val_acc"]))
 
 
+def test_several_validation_and_test_loaders_as_lightning_names_them(
+    fit_kwargs: dict[str, Any],
+) -> None:
+    accuracy = torchmetrics.Accuracy(task="multiclass", num_classes=2)
+    vals = [loader(16, seed=1), loader(24, batch_size=5, seed=3)]
+    plateau = Plateau(fit_kwargs["optimizer"], patience=0)
+    trainer = bare(max_epochs=2, val_every_n_epochs=1, metrics={"acc": accuracy})
+    fit_kwargs.update(val_loader=vals, test_loader={"a": loader(12, seed=2), "b": vals[1]})
+    trainer.fit(**fit_kwargs, scheduler=plateau)
+    names = {f"val_{k}/dataloader_idx_{i}" for k in ("loss", "acc") for i in (0, 1)}
+    assert names <= set(trainer.callback_metrics)
+    assert "val_loss" not in trainer.callback_metrics
+    # The plateau follows the first loader's loss (the documented choice).
+    first = float(trainer.callback_metrics["val_loss/dataloader_idx_0"])
+    assert plateau.seen[-1] == first
+    # Each loader's mean over its own samples, as one loader alone gives it.
+    model = fit_kwargs["model"]
+    for index, val in enumerate(vals):
+        shown = float(trainer.callback_metrics[f"val_loss/dataloader_idx_{index}"])
+        assert shown == pytest.approx(_mean_loss(model, val), rel=1e-6)
+    tested = trainer.run_test()
+    assert set(tested) == {f"{k}/dataloader_idx_{i}" for k in ("loss", "acc") for i in (0, 1)}
+    assert tested["loss/dataloader_idx_1"] == pytest.approx(_mean_loss(model, vals[1]), rel=1e-6)
+    assert trainer.val_loader is vals[0]  # per-sample features use a split's first loader
+
+
+class Plateau(torch.optim.lr_scheduler.ReduceLROnPlateau):
+    """Keeps the values it is stepped with."""
+
+    seen: list[float]
+
+    def step(self, metrics: Any, epoch: int | None = None) -> None:  # type: ignore[override]
+        self.seen = [*getattr(self, "seen", []), float(metrics)]
+        super().step(metrics)
+
+
+def _mean_loss(model: nn.Module, batches: Any) -> float:
+    model.eval()
+    with torch.no_grad():
+        losses = [
+            (nn.functional.cross_entropy(model(x), y, reduction="sum"), len(y)) for x, y in batches
+        ]
+    model.train()
+    return float(sum(loss for loss, _ in losses)) / sum(n for _, n in losses)
+
+
 @pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()])
 def test_exceptions_reach_on_exception_then_teardown_and_propagate(
     fit_kwargs: dict[str, Any], error: BaseException
