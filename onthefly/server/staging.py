@@ -77,7 +77,7 @@ class EventStager:
         last_seq: int,
     ) -> None:
         if isinstance(payload, EventBody):
-            payload = dict(payload)  # its fields; nested models are taken as they are
+            payload = payload.__dict__  # its fields, only read; nested models taken as they are
         model = EVENT_MODELS.get(kind)
         if model is None:
             expected = ", ".join(EVENT_MODELS)

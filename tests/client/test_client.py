@@ -14,6 +14,7 @@ from websockets.sync.server import ServerConnection, serve
 
 import onthefly
 from onthefly.client import Client, connect
+from onthefly.protocol import PingReply, StatusReply
 from onthefly.errors import (
     AmbiguousSession,
     AuthenticationError,
@@ -157,6 +158,16 @@ def test_ping_and_history(training: Training, client: Client) -> None:
         time.sleep(0.01)
     assert h["series"]["steps"] == list(range(11, 21))
     assert h["series"]["values"][0] == pytest.approx(1 / 11)
+
+
+def test_any_command_goes_by_its_type_and_its_reply_is_its_model(
+    training: Training, client: Client
+) -> None:
+    status = StatusReply.model_validate(client.request("status"))
+    assert (status.run, status.state) == (training.run, "running")
+    assert PingReply.model_validate(client.request("ping")).seq >= 1
+    with pytest.raises(ConfigurationError, match="unknown command type|invalid 'jump'"):
+        client.request("jump")
 
 
 # ---------------------------------------------------------------------- watch
