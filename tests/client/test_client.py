@@ -14,7 +14,6 @@ from websockets.sync.server import ServerConnection, serve
 
 import onthefly
 from onthefly.client import Client, connect
-from onthefly.protocol import PingReply, StatusReply
 from onthefly.errors import (
     AmbiguousSession,
     AuthenticationError,
@@ -23,7 +22,7 @@ from onthefly.errors import (
     SessionGone,
     SessionNotFound,
 )
-from onthefly.protocol import SERVER_MESSAGE, Coalesced, Hello, Snapshot
+from onthefly.protocol import SERVER_MESSAGE, Coalesced, Hello, PingReply, Snapshot, StatusReply
 from onthefly.server.discovery import SessionFile, sessions_dir, write_session
 from tests.live_session import Training, live_session, session_file
 
@@ -166,7 +165,7 @@ def test_any_command_goes_by_its_type_and_its_reply_is_its_model(
     status = StatusReply.model_validate(client.request("status"))
     assert (status.run, status.state) == (training.run, "running")
     assert PingReply.model_validate(client.request("ping")).seq >= 1
-    with pytest.raises(ConfigurationError, match="unknown command type|invalid 'jump'"):
+    with pytest.raises(ConfigurationError, match=r"invalid 'jump' arguments"):
         client.request("jump")
 
 
