@@ -9,7 +9,7 @@ import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { openBrowser, RESULTS_DIR, type Browser } from '../support/browser';
-import { runInfo, startFakeSession, type FakeSession } from '../support/fakeSession';
+import { refuse, runInfo, startFakeSession, type FakeSession } from '../support/fakeSession';
 import { EXTENSION_DIR } from '../support/processes';
 
 const DASHBOARD = join(EXTENSION_DIR, '..', 'onthefly', 'dashboard');
@@ -50,13 +50,6 @@ let browser: Browser;
 let url: string;
 
 before(async () => {
-  // The page's panels ask the session things (history, checkpoints, lineage, …) whose replies
-  // this scripted session does not model: it refuses them, as a real session refuses what a
-  // run cannot do.
-  const refuse = (command: Record<string, unknown>, socket: { send(text: string): void }): void => {
-    const error = { code: 'unsupported', message: `this scripted session answers no ${String(command.type)}` };
-    socket.send(JSON.stringify({ type: 'error', id: command.id, error }));
-  };
   fake = await startFakeSession({ httpRoot: DASHBOARD, onSubscribe: (_c, socket) => socket.send(snapshot()), answer: refuse });
   browser = await openBrowser();
   url = `http://127.0.0.1:${fake.port}/?token=${fake.token}`;
