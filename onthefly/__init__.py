@@ -16,10 +16,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+from onthefly.version import __version__
 
 _LAZY = {
-    "Trainer": "onthefly.native.trainer",
+    "Trainer": "onthefly.trainer",
     "OnTheFly": "onthefly.callbacks.onthefly",
     "attach_lightning": "onthefly.lightning",
     "connect": "onthefly.client",
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from onthefly.callbacks.onthefly import OnTheFly
     from onthefly.client import connect
     from onthefly.lightning import attach_lightning
-    from onthefly.native.trainer import Trainer
     from onthefly.notebook import show
+    from onthefly.trainer import Trainer
 
 
 def __getattr__(name: str) -> Any:

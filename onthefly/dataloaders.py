@@ -1,9 +1,11 @@
 """``DataLoader`` helpers: new loaders that load the way the user's loader does
-(:func:`loader_like`), and stopping an iterator's worker processes (:func:`release_workers`)."""
+(:func:`loader_like`), stopping an iterator's worker processes (:func:`release_workers`), and
+telling a sampler's recorder of drawn index lists about skipped batches
+(:func:`forget_drawn`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
@@ -104,3 +106,32 @@ def release_workers(iterator: Any, loader: Any = None) -> None:
             candidate._shutdown_workers()
     if isinstance(loader, DataLoader):
         loader._iterator = None
+
+
+RECORDER = "_onthefly_recorder"
+"""The attribute of a sampler's type that holds what records the index lists it draws (the
+per-sample attribution, :class:`onthefly.samples.attribution.SamplerTaps`)."""
+
+
+@runtime_checkable
+class DrawRecorder(Protocol):
+    """Records the index lists a sampler draws, until the batches made of them are trained."""
+
+    def drop(self, count: int) -> None:
+        """Forget the ``count`` oldest index lists (batches skipped, never delivered)."""
+        ...
+
+
+def forget_drawn(loader: Any, count: int) -> None:
+    """Forget the ``count`` oldest index lists recorded from ``loader``'s sampler.
+
+    A resumed epoch skips the batches already trained on by drawing them from the loader;
+    their index lists were recorded but will never be trained on, so the recording must drop
+    them to stay in step with the batches. A no-op for a loader that is not recorded.
+    """
+    sampler = getattr(loader, "batch_sampler", None)
+    if sampler is None:
+        sampler = getattr(loader, "sampler", None)
+    recorder = getattr(type(sampler), RECORDER, None)
+    if isinstance(recorder, DrawRecorder):
+        recorder.drop(count)

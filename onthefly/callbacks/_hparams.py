@@ -24,6 +24,8 @@ from torch.optim import lr_scheduler
 
 from onthefly._representable import check_hparam, floating_dtypes
 from onthefly.callbacks._hparam_trial import trial
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import ConfigurationError
 
 HPARAMS = ("lr", "weight_decay", "momentum", "betas", "eps")
@@ -50,13 +52,9 @@ class Change:
         return Change(self.optimizer, self.group, self.name, self.new, self.old)
 
 
-def schedulers_of(trainer: Any) -> list[Any]:
+def schedulers_of(trainer: TrainerHost) -> list[Any]:
     """The run's LR schedulers (Lightning's ``lr_scheduler_configs`` or the native one)."""
-    configs = getattr(trainer, "lr_scheduler_configs", None)
-    if configs is not None:
-        return [config.scheduler for config in configs]
-    scheduler = getattr(trainer, "scheduler", None)
-    return [] if scheduler is None else [scheduler]
+    return driver(trainer).schedulers()
 
 
 def plan_changes(

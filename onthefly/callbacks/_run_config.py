@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from onthefly.callbacks._hparams import schedulers_of
+from onthefly.drivers.base import TrainerHost
 from onthefly.protocol import ConfigValue
 from onthefly.sessions.data_position import TrackedLoader
 
@@ -23,7 +24,7 @@ MAX_HPARAMS = 50
 _GROUP_KEYS = ("lr", "weight_decay", "momentum", "betas", "eps")
 
 
-def describe_run(trainer: Any, module: Any) -> dict[str, ConfigValue]:
+def describe_run(trainer: TrainerHost, module: Any) -> dict[str, ConfigValue]:
     """The optimizer and its first param group, scheduler, batch size, limits, precision,
     model size and the module's hyperparameters (``hparams.<name>``).
 
@@ -83,7 +84,7 @@ def _limit(value: Any) -> int | None:
     return value if isinstance(value, int) and value >= 0 else None
 
 
-def _train_loader(trainer: Any) -> Any:
+def _train_loader(trainer: TrainerHost) -> Any:
     for name in ("train_loader", "train_dataloader"):
         try:
             loader = getattr(trainer, name, None)

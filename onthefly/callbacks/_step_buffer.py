@@ -3,9 +3,8 @@
 Reading a CUDA tensor's value (``.item()``, ``.cpu()``) waits for the GPU: done every step
 it would stall the training loop. :class:`StepBuffer` instead keeps each step's values as
 device tensors; every ``every_steps`` steps (or ``every_s`` seconds) it stacks them into one
-tensor per device and starts a single copy to the host: on CUDA a ``non_blocking`` copy into
-pinned memory whose completion is polled with ``Event.query()`` at later steps, on the CPU
-one ``.tolist()``. Rows are delivered in step order once their copy is complete.
+tensor per device and starts a single copy to the host (:mod:`onthefly.transfers`). Rows are
+delivered in step order once their copy is complete.
 
 A total norm (the gradient norm) is recorded as its parts' norms (:class:`Norms`, one fused
 ``_foreach_norm`` per step) and reduced when the batch ships: one reduction for all its
@@ -14,15 +13,14 @@ steps instead of two more operations per step.
 
 from __future__ import annotations
 
-import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
 
-from onthefly.callbacks._logged import Scalar
+from onthefly.drivers.values import Scalar
+from onthefly.transfers import Batches, HostCopy, copy_to_host
 
 
 class Norms(NamedTuple):
@@ -44,36 +42,29 @@ class Row:
     values: dict[str, float]
 
 
-@dataclass
-class _Part:
-    """The values of one transfer that live on one device."""
-
-    slots: list[tuple[int, str]]  # (row index, metric name) of each stacked value
-    host: torch.Tensor
-    event: torch.cuda.Event | None = None
-
-    def ready(self) -> bool:
-        return self.event is None or bool(self.event.query())
-
-    def wait(self) -> None:
-        if self.event is not None:
-            self.event.synchronize()
+_Row = tuple[int, int, Mapping[str, Value]]
+"""One step as recorded: step, epoch, values (a plain tuple: cheap)."""
 
 
 @dataclass
 class _Transfer:
-    rows: list[tuple[int, int, Mapping[str, Value]]]
-    parts: list[_Part] = field(default_factory=list)
+    rows: list[_Row]
+    # Per device: the (row index, metric name) of each stacked value, and their copy.
+    parts: list[tuple[list[tuple[int, str]], HostCopy]] = field(default_factory=list)
 
     def ready(self) -> bool:
-        return all(part.ready() for part in self.parts)
+        return all(copy.ready() for _, copy in self.parts)
+
+    def wait(self) -> None:
+        for _, copy in self.parts:
+            copy.wait()
 
     def result(self) -> list[Row]:
         values: list[dict[str, float]] = [
             {name: v for name, v in row[2].items() if type(v) is float} for row in self.rows
         ]
-        for part in self.parts:
-            for (index, name), value in zip(part.slots, part.host.tolist(), strict=True):
+        for slots, copy in self.parts:
+            for (index, name), value in zip(slots, copy.host.tolist(), strict=True):
                 values[index][name] = value
         pairs = zip(self.rows, values, strict=True)
         return [Row(step, epoch, vals) for (step, epoch, _), vals in pairs]
@@ -87,6 +78,9 @@ class StepBuffer:
         every_steps: start a copy after this many rows.
         every_s: or when this many seconds passed since the last copy started.
 
+    Raises:
+        ValueError: ``every_steps`` < 1 or ``every_s`` <= 0.
+
     Example:
         >>> rows = []
         >>> buffer = StepBuffer(rows.extend, every_steps=2)
@@ -99,74 +93,47 @@ class StepBuffer:
     def __init__(
         self, sink: Callable[[list[Row]], None], every_steps: int = 32, every_s: float = 0.1
     ) -> None:
-        if every_steps < 1 or every_s <= 0:
-            raise ValueError(
-                f"every_steps={every_steps!r} and every_s={every_s!r}: expected every_steps >= 1 "
-                "and every_s > 0"
-            )
-        self._sink = sink
-        self._every_steps = every_steps
-        self._every_s = every_s
-        self._rows: list[tuple[int, int, Mapping[str, Value]]] = []
-        self._in_flight: deque[_Transfer] = deque()
-        self._last_start = time.monotonic()
+        self._batches = Batches(
+            _start, lambda transfer: sink(transfer.result()), every_steps, every_s
+        )
 
     def add(self, step: int, epoch: int, values: Mapping[str, Value]) -> None:
         """Record one step (the buffer keeps ``values``); cheap, and never waits for the device."""
-        rows = self._rows
-        rows.append((step, epoch, values))
-        now = time.monotonic()
-        if len(rows) >= self._every_steps or now - self._last_start >= self._every_s:
-            self._start(now)
-        if self._in_flight:
-            self._deliver(wait=False)
+        self._batches.add((step, epoch, values))
 
     def flush(self) -> None:
         """Ship everything recorded so far and wait for it (pause, epoch end, end of run)."""
-        if self._rows:
-            self._start(time.monotonic())
-        self._deliver(wait=True)
+        self._batches.flush()
 
-    def _start(self, now: float) -> None:
-        transfer = _Transfer(self._rows)
-        self._rows = []
-        self._last_start = now
-        by_device: dict[torch.device, tuple[list[tuple[int, str]], list[torch.Tensor]]] = {}
-        norm_slots: list[tuple[int, str]] = []
-        norms: list[Sequence[torch.Tensor]] = []
-        for index, (_, _, values) in enumerate(transfer.rows):
-            for name, value in values.items():
-                if type(value) is float:
-                    continue  # already on the host (learning rates)
-                if isinstance(value, torch.Tensor):
-                    slots, tensors = by_device.setdefault(value.device, ([], []))
-                    slots.append((index, name))
-                    tensors.append(value if _is_float_scalar(value) else _as_float_scalar(value))
-                elif isinstance(value, Norms):
-                    norm_slots.append((index, name))
-                    norms.append(value.parts)
-        columns = {
-            device: (slots, torch.stack(tensors)) for device, (slots, tensors) in by_device.items()
-        }
-        if norms:  # joins the column of its device: still one copy per device
-            totals = _total_norms(norms)
-            slots, column = columns.get(totals.device, ([], None))
-            joined = totals if column is None else torch.cat([column, totals])
-            columns[totals.device] = (slots + norm_slots, joined)
-        for device, (slots, column) in columns.items():
-            transfer.parts.append(_copy_to_host(device, slots, column))
-        self._in_flight.append(transfer)
 
-    def _deliver(self, wait: bool) -> None:
-        while self._in_flight:
-            head = self._in_flight[0]
-            if wait:
-                for part in head.parts:
-                    part.wait()
-            elif not head.ready():
-                return
-            self._in_flight.popleft()
-            self._sink(head.result())
+def _start(rows: list[_Row]) -> _Transfer:
+    """Stack the rows' tensors into one per device and start copying each to the host."""
+    transfer = _Transfer(rows)
+    by_device: dict[torch.device, tuple[list[tuple[int, str]], list[torch.Tensor]]] = {}
+    norm_slots: list[tuple[int, str]] = []
+    norms: list[Sequence[torch.Tensor]] = []
+    for index, (_, _, values) in enumerate(transfer.rows):
+        for name, value in values.items():
+            if type(value) is float:
+                continue  # already on the host (learning rates)
+            if isinstance(value, torch.Tensor):
+                slots, tensors = by_device.setdefault(value.device, ([], []))
+                slots.append((index, name))
+                tensors.append(value if _is_float_scalar(value) else _as_float_scalar(value))
+            elif isinstance(value, Norms):
+                norm_slots.append((index, name))
+                norms.append(value.parts)
+    columns = {
+        device: (slots, torch.stack(tensors)) for device, (slots, tensors) in by_device.items()
+    }
+    if norms:  # joins the column of its device: still one copy per device
+        totals = _total_norms(norms)
+        slots, column = columns.get(totals.device, ([], None))
+        joined = totals if column is None else torch.cat([column, totals])
+        columns[totals.device] = (slots + norm_slots, joined)
+    for slots, column in columns.values():
+        transfer.parts.append((slots, copy_to_host(column)))
+    return transfer
 
 
 def _total_norms(groups: list[Sequence[torch.Tensor]]) -> torch.Tensor:
@@ -192,16 +159,3 @@ def _is_float_scalar(value: torch.Tensor) -> bool:
 
 def _as_float_scalar(value: torch.Tensor) -> torch.Tensor:
     return value.reshape(()).to(torch.float32)
-
-
-def _copy_to_host(
-    device: torch.device, slots: list[tuple[int, str]], stacked: torch.Tensor
-) -> _Part:
-    if device.type == "cuda":
-        host = torch.empty(stacked.shape, dtype=stacked.dtype, pin_memory=True)
-        host.copy_(stacked, non_blocking=True)
-        event = torch.cuda.Event()
-        event.record(torch.cuda.current_stream(device))
-        return _Part(slots, host, event)
-    # CPU tensors are already on the host; other devices have no event to poll.
-    return _Part(slots, stacked.to("cpu"))

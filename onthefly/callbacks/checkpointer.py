@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch import Callback
 
-from onthefly.callbacks._driver import is_lightning
-from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
+from onthefly.commands.registry import Boundary
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import SessionFileError
 from onthefly.protocol import CheckpointEntry, CheckpointsReply, ExportReply, LoadReply, Snapshot
 from onthefly.sessions import loaders, payload, resume, rng, training_state
@@ -83,7 +84,7 @@ class Checkpointer(Callback):
         self.ring = CheckpointRing(Path(RING_FOLDER), checkpoints, checkpoint_bytes)
         self._trainer: Any = None
         self._trained = 0
-        self._native = False
+        self._counts_fetches = False
         self._requested: loaders.Requested | None = None
         self._stop_listening: Callable[[], None] | None = None
         self._saved: resume.SavedState | None = None
@@ -99,63 +100,62 @@ class Checkpointer(Callback):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         if stage != "fit":
             return
         self._trainer = trainer
-        self._native = not is_lightning(trainer)
+        self._counts_fetches = not driver(trainer).fetches_ahead
         workdir = self.session.workdir
         # Also on exits that skip teardown; RunSession.close removes it in the normal case.
         weakref.finalize(self, shutil.rmtree, str(workdir), True)
         self.ring.folder = workdir / RING_FOLDER
-        if is_lightning(trainer):
-            # Lightning creates the first epoch's iterator itself: its start state is taken
-            # when the loaders are requested, before that iterator draws anything.
-            self._stop_listening = loaders.on_request(trainer, self._on_loaders)
-        path = self.resume_from or getattr(trainer, "resume_from", None)
+        # Lightning creates the first epoch's iterator itself: its start state is taken when
+        # the loaders are requested, before that iterator draws anything.
+        self._stop_listening = driver(trainer).on_train_loaders_requested(self._on_loaders)
+        # The native trainer's fit(resume_from=...) has restored the run already.
+        given = driver(trainer).resume_from()
+        path = self.resume_from or given
         if path is None:
             return
-        if is_lightning(trainer):
+        if given is None:
             self._saved = resume.read(path)
-            resume.prepare_lightning(trainer, self._saved)
-        elif getattr(trainer, "resume_from", None) is None:
-            resume.resume_native(trainer, path)
+            resume.restore(trainer, self._saved)
         self._load_history(Path(path), workdir)
 
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         loaders.track(trainer, self._requested, self.session.has_commands)
         if self._saved is not None:
-            resume.arm_lightning(trainer, self._saved)
+            resume.arm(trainer, self._saved)
             self._saved = None
 
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         # Lightning may have reloaded the loaders
         loaders.track(trainer, self._requested, self.session.has_commands)
         self._trained = 0
 
     def on_train_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         self._trained = batch_idx
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._trained = batch_idx + 1
-        if self._native:  # fetches up to here need no RNG state (see data_position)
+        if self._counts_fetches:  # fetches up to here need no RNG state (see data_position)
             loaders.mark_trained(trainer, self._trained)
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         if stage == "fit":
             self._release(trainer)
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         self._release(trainer)  # Lightning calls no teardown hook after an exception
 
     # ------------------------------------------------------------------ public API
 
     def export(
-        self, trainer: Any, path: str | os.PathLike[str], overwrite: bool = False
+        self, trainer: TrainerHost, path: str | os.PathLike[str], overwrite: bool = False
     ) -> dict[str, Any]:
         """Write the session to ``path`` now (call at a batch boundary, e.g. from a callback).
 
@@ -191,7 +191,7 @@ class Checkpointer(Callback):
             "epoch": int(trainer.current_epoch),
         }
 
-    def snapshot(self, trainer: Any, reason: Reason) -> Entry | None:
+    def snapshot(self, trainer: TrainerHost, reason: Reason) -> Entry | None:
         """Add a snapshot to the ring (e.g. before a fork or a merge).
 
         Returns:
@@ -210,13 +210,13 @@ class Checkpointer(Callback):
     def _on_loaders(self, requested: Any) -> None:
         self._requested = loaders.Requested.take(requested)
 
-    def _release(self, trainer: Any) -> None:
+    def _release(self, trainer: TrainerHost) -> None:
         loaders.release(trainer)
         if self._stop_listening is not None:
             self._stop_listening()
             self._stop_listening = None
 
-    def _rank_state(self, trainer: Any) -> dict[str, Any]:
+    def _rank_state(self, trainer: TrainerHost) -> dict[str, Any]:
         """This rank's RNG state, data position and cursor, for rank 0's export."""
         trained = self._trained_batches(trainer)
         return {
@@ -227,7 +227,7 @@ class Checkpointer(Callback):
 
     def _payload(
         self,
-        trainer: Any,
+        trainer: TrainerHost,
         reason: Reason,
         history: bool,
         ranks: list[dict[str, Any]] | None = None,
@@ -242,7 +242,7 @@ class Checkpointer(Callback):
             project=self.session.project,
             run=run,
             run_name=self.session.run_name or run,
-            driver="lightning" if is_lightning(trainer) else "native",
+            driver=driver(trainer).name,
             batch_in_epoch=trained,
             reason=reason,
             config=training_state.config(trainer),
@@ -273,12 +273,9 @@ class Checkpointer(Callback):
             skip=frozenset({RING_FOLDER}),
         )
 
-    def _trained_batches(self, trainer: Any) -> int:
+    def _trained_batches(self, trainer: TrainerHost) -> int:
         """Batches of the current epoch trained on so far."""
-        if is_lightning(trainer):
-            # Lightning counts them itself (processed: the step ran), whichever callback asks.
-            return int(trainer.fit_loop.epoch_loop.batch_progress.current.processed)
-        return self._trained
+        return driver(trainer).trained_batches(self._trained)
 
     def _load_history(self, path: Path, workdir: Path) -> None:
         with SessionArchive(path) as archive:

@@ -38,14 +38,16 @@ from lightning.pytorch import Callback
 from torch import nn
 
 from onthefly._representable import check_command_values
-from onthefly.callbacks._sample_commands import criterion_of
-from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
+from onthefly.commands.registry import Boundary
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import ConfigurationError
-from onthefly.forks import merge_command
+from onthefly.forks import compare_command, merge_command
 from onthefly.forks.adapters import add_adapters
 from onthefly.forks.compare import Evaluator, Target
 from onthefly.forks.coverage import narrow_slice
+from onthefly.forks.host import MergeHistory
 from onthefly.forks.lineage import Lineage
 from onthefly.forks.mixing import replay_loader
 from onthefly.forks.registry import ForkRecord, ForkRegistry
@@ -68,6 +70,7 @@ from onthefly.protocol import (
     LineageView,
     StatusBody,
 )
+from onthefly.samples.commands import criterion_of
 from onthefly.samples.selection import choose
 from onthefly.samples.store import NoData
 
@@ -127,7 +130,7 @@ class ForkSpawner(Callback):
         self.snapshot = snapshot
         self.registry = ForkRegistry(lambda: session.workdir)
         self.lineage = Lineage()
-        self.merges = merge_command.MergeHistory()
+        self.merges = MergeHistory()
         for kind, handler in (
             ("fork", self._fork),
             ("forks", self._forks),
@@ -155,7 +158,7 @@ class ForkSpawner(Callback):
 
     # ------------------------------------------------------------------ shared helpers
 
-    def parts(self, trainer: Any) -> RunParts:
+    def parts(self, trainer: TrainerHost) -> RunParts:
         """The run's model, optimizer, data and loss (see :func:`onthefly.forks.run.run_parts`)."""
         return run_parts(trainer, self.inputs())
 
@@ -244,7 +247,7 @@ class ForkSpawner(Callback):
         interrupts = LongCommand(session, fork=name)
         try:
             publish = functools.partial(server.publish, record.run)
-            accumulate = int(getattr(trainer, "accumulate_grad_batches", 1) or 1)
+            accumulate = driver(trainer).accumulation()
             stream = ForkStream(
                 publish, name, step, budget.total(loader, accumulate), interrupts.check
             )
@@ -349,7 +352,7 @@ class ForkSpawner(Callback):
 
     @_answering
     def _compare(self, boundary: Boundary, cmd: PendingCommand) -> None:
-        merge_command.compare(self, boundary, cmd)
+        compare_command.compare(self, boundary, cmd)
 
     @_answering
     def _merge(self, boundary: Boundary, cmd: PendingCommand) -> None:

@@ -21,8 +21,9 @@ from lightning.pytorch import Callback
 
 from onthefly import health
 from onthefly.callbacks._runtime_sampler import StepClock
-from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
+from onthefly.commands.registry import Boundary
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import ConfigurationError
 from onthefly.health.distribution import Control, check_distribution
 from onthefly.protocol import HealthCheck, HealthOutcome, HealthResultBody
@@ -75,39 +76,41 @@ class HealthMonitor(Callback):
 
     # ------------------------------------------------------------------ hooks
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._handles = [
             optimizer.register_step_post_hook(self._count_taken)
             for optimizer in getattr(trainer, "optimizers", [])
         ]
 
     def on_train_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         if self._stamps:
             self._clock.batch_started(batch)
         self._batch, self._batch_idx = batch, batch_idx
 
-    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+    def on_before_optimizer_step(
+        self, trainer: TrainerHost, pl_module: Any, optimizer: Any
+    ) -> None:
         self._attempted += 1
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if self._stamps:
             self._clock.batch_ended()
 
-    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         if self._stamps:
             self._clock.forget_gap()
 
-    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._release()
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         self._release()
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         self._release()
 
     def state_dict(self) -> dict[str, Any]:

@@ -30,8 +30,9 @@ from onthefly.callbacks._hparams import (
     schedulers_of,
 )
 from onthefly.callbacks._step_guard import StepGuard
-from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
+from onthefly.commands.registry import Boundary
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import HparamChangeBody, HparamEdit, HparamErrorBody, RolledBack, SetReply
 
@@ -98,13 +99,13 @@ class HparamEditor(Callback):
         self._watch(optimizers[optimizer], optimizer, planned)
         return self._record(trainer, planned)
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         self._release()
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         self._release()
 
-    def _record(self, trainer: Any, changes: list[Change]) -> list[dict[str, Any]]:
+    def _record(self, trainer: TrainerHost, changes: list[Change]) -> list[dict[str, Any]]:
         step = int(trainer.global_step)
         made = [{"step": step, **change.as_dict()} for change in changes]
         for change in made:

@@ -1,8 +1,8 @@
 """A run's stop condition (``max_epochs`` / ``max_steps``): where it is reached, how to extend it.
 
-Lightning keeps the limits on its loops (``fit_loop.max_epochs``,
-``fit_loop.epoch_loop.max_steps``); the native trainer keeps them as plain attributes. A
-limit of ``-1`` means "none", as in Lightning.
+Each trainer keeps its limits its own way; its driver reads and writes them
+(:meth:`~onthefly.drivers.base.Driver.limits`). A limit of ``-1`` means "none", as in
+Lightning.
 
 An extension always adds to the planned end. Before the end, the limits can say where
 that is only when the request is in the unit of the one limit the run has (``epochs`` for
@@ -16,46 +16,24 @@ steps after the 60th epoch.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sized
 from dataclasses import dataclass
 from typing import Any
 
-from onthefly.callbacks._driver import is_lightning
-
-UNLIMITED = -1
+from onthefly.drivers import driver
+from onthefly.drivers.base import UNLIMITED, Limits, TrainerHost
 
 _DEFERRED: weakref.WeakKeyDictionary[Any, Extension] = weakref.WeakKeyDictionary()
 """Per trainer, the extension waiting for the planned end."""
 
 
-@dataclass(frozen=True)
-class Limits:
-    """``max_epochs`` and ``max_steps``, each ``-1`` when there is none."""
-
-    max_epochs: int
-    max_steps: int
-
-
-def _as_limit(value: Any) -> int:
-    return UNLIMITED if value is None or value < 0 else int(value)
-
-
-def read_limits(trainer: Any) -> Limits:
+def read_limits(trainer: TrainerHost) -> Limits:
     """The trainer's current limits."""
-    if is_lightning(trainer):
-        fit_loop = trainer.fit_loop
-        return Limits(_as_limit(fit_loop.max_epochs), _as_limit(fit_loop.epoch_loop.max_steps))
-    return Limits(_as_limit(trainer.max_epochs), _as_limit(trainer.max_steps))
+    return driver(trainer).limits()
 
 
-def write_limits(trainer: Any, limits: Limits) -> None:
+def write_limits(trainer: TrainerHost, limits: Limits) -> None:
     """Change the limits of a running fit; the loop picks them up at its next check."""
-    if is_lightning(trainer):
-        trainer.fit_loop.max_epochs = limits.max_epochs
-        trainer.fit_loop.epoch_loop.max_steps = limits.max_steps
-    else:  # the native trainer spells "no epoch limit" None
-        trainer.max_epochs = None if limits.max_epochs == UNLIMITED else limits.max_epochs
-        trainer.max_steps = limits.max_steps
+    driver(trainer).set_limits(limits)
 
 
 @dataclass(frozen=True)
@@ -75,19 +53,19 @@ def _added(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else a + b
 
 
-def defer(trainer: Any, epochs: int | None, steps: int | None) -> Extension:
+def defer(trainer: TrainerHost, epochs: int | None, steps: int | None) -> Extension:
     """Keep a request for the planned end of ``trainer``'s run; returns what waits now."""
     waiting = _DEFERRED.get(trainer, Extension()).plus(epochs, steps)
     _DEFERRED[trainer] = waiting
     return waiting
 
 
-def deferred(trainer: Any) -> Extension | None:
+def deferred(trainer: TrainerHost) -> Extension | None:
     """The extension waiting for the planned end, if any."""
     return _DEFERRED.get(trainer)
 
 
-def apply_deferred(trainer: Any, at_epoch_end: bool = False, batch_idx: int = -1) -> bool:
+def apply_deferred(trainer: TrainerHost, at_epoch_end: bool = False, batch_idx: int = -1) -> bool:
     """Apply a deferred extension once the planned end is reached.
 
     Call at every batch end (``batch_idx``) and epoch end (``at_epoch_end``): the step
@@ -116,18 +94,18 @@ def apply_deferred(trainer: Any, at_epoch_end: bool = False, batch_idx: int = -1
     return True
 
 
-def forget_deferred(trainer: Any) -> None:
+def forget_deferred(trainer: TrainerHost) -> None:
     """Drop a deferred extension (the run ended before its planned end)."""
     _DEFERRED.pop(trainer, None)
 
 
-def is_final_step(trainer: Any, batch_idx: int) -> bool:
+def is_final_step(trainer: TrainerHost, batch_idx: int) -> bool:
     """Whether the step that just ended (``on_train_batch_end``) is the run's last one (never
     while an extension waits for the planned end: the run goes on past it)."""
     return trainer not in _DEFERRED and limit_reached(trainer, batch_idx)
 
 
-def limit_reached(trainer: Any, batch_idx: int) -> bool:
+def limit_reached(trainer: TrainerHost, batch_idx: int) -> bool:
     """Whether the step that just ended reaches the present limits."""
     limits = read_limits(trainer)
     if limits.max_steps != UNLIMITED and trainer.global_step >= limits.max_steps:
@@ -137,18 +115,14 @@ def limit_reached(trainer: Any, batch_idx: int) -> bool:
     return _is_last_batch(trainer, batch_idx)
 
 
-def _epoch_limit_reached(trainer: Any) -> bool:
+def _epoch_limit_reached(trainer: TrainerHost) -> bool:
     """At an epoch's end: whether the epoch limit ends the run after it."""
     limits = read_limits(trainer)
     return limits.max_epochs != UNLIMITED and trainer.current_epoch + 1 >= limits.max_epochs
 
 
-def _is_last_batch(trainer: Any, batch_idx: int) -> bool:
-    if is_lightning(trainer):
-        # Lightning knows it even for loaders without a length (it fetches one batch ahead).
-        return bool(trainer.fit_loop.epoch_loop.batch_progress.is_last_batch)
-    loader = getattr(trainer, "train_loader", None)
-    return isinstance(loader, Sized) and batch_idx + 1 >= len(loader)
+def _is_last_batch(trainer: TrainerHost, batch_idx: int) -> bool:
+    return driver(trainer).is_last_batch(batch_idx)
 
 
 def extended(

@@ -27,6 +27,7 @@ from onthefly.callbacks.session import RunSession
 from onthefly.callbacks.telemetry import Telemetry
 from onthefly.callbacks.test_launcher import TestLauncher
 from onthefly.callbacks.watchdog import Watchdog
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import ConfigurationError
 from onthefly.native.hooks import HookTable
 
@@ -214,11 +215,15 @@ class OnTheFly(Callback):
             else:
                 setattr(self, hook, _fan_out(tuple(methods)))
 
-    def _forward(self, hook: str, trainer: Any, pl_module: Any, *args: Any, **kwargs: Any) -> None:
+    def _forward(
+        self, hook: str, trainer: TrainerHost, pl_module: Any, *args: Any, **kwargs: Any
+    ) -> None:
         for method in self._part_hooks.hooks(self.parts, hook):
             method(trainer, pl_module, *args, **kwargs)
 
-    def _release(self, hook: str, trainer: Any, pl_module: Any, *args: Any) -> Exception | None:
+    def _release(
+        self, hook: str, trainer: TrainerHost, pl_module: Any, *args: Any
+    ) -> Exception | None:
         # Every part releases what it holds even when another part's cleanup fails (e.g. after
         # a Ctrl+C that landed mid-setup); the first failure is logged and returned.
         first: Exception | None = None
@@ -231,18 +236,18 @@ class OnTheFly(Callback):
                 first = first or exc
         return first
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         if stage == "fit":
             self._open(trainer)
         self._forward("setup", trainer, pl_module, stage)
 
-    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         try:
             self._forward("on_fit_end", trainer, pl_module)
         finally:
             self.session.close(trainer, "training finished")
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         try:
             failure = self._release("teardown", trainer, pl_module, stage)
             if failure is not None:
@@ -250,7 +255,7 @@ class OnTheFly(Callback):
         finally:
             self.session.close(trainer, "training ended")
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         try:
             # The run's own exception goes on; a part failing to clean up is only logged.
             self._release("on_exception", trainer, pl_module, exception)
@@ -264,7 +269,7 @@ class OnTheFly(Callback):
         for part in self.parts:
             part.load_state_dict(state_dict.get(type(part).__name__, {}))
 
-    def _open(self, trainer: Any) -> None:
+    def _open(self, trainer: TrainerHost) -> None:
         try:
             self.session.open(trainer)
         except (ConfigurationError, OSError) as exc:
@@ -279,7 +284,7 @@ def _rebuilt(cls: type[OnTheFly], arguments: dict[str, Any], inputs: RunInputs) 
 
 
 def _fan_out(methods: tuple[Callable[..., Any], ...]) -> Callable[..., None]:
-    def forward(trainer: Any, pl_module: Any, *args: Any, **kwargs: Any) -> None:
+    def forward(trainer: TrainerHost, pl_module: Any, *args: Any, **kwargs: Any) -> None:
         for method in methods:
             method(trainer, pl_module, *args, **kwargs)
 

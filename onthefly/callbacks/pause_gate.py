@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING, Any
 from lightning.pytorch import Callback
 
 from onthefly.callbacks import limits
-from onthefly.callbacks._consensus import distributed
-from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.session import RunSession
+from onthefly.commands.registry import Boundary
 from onthefly.distributed.control import HOLD, HOLD_END, RUN, STOP
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost, distributed
 from onthefly.protocol import Position, ResumeReply, StopReply
 from onthefly.sessions import loaders
 
@@ -73,7 +74,7 @@ class PauseGate(Callback):
         session.commands.register("stop", self._stop)
 
     def on_train_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         # Commands that came in during validation, the epoch change or the batch's fetch; in
         # a distributed run they wait for the batch end, where all ranks agree.
@@ -96,7 +97,7 @@ class PauseGate(Callback):
             raise StopIteration
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         # The Boundary is built only when something happens here: most steps just go on.
         session = self.session
@@ -117,20 +118,35 @@ class PauseGate(Callback):
             self._wait(Boundary(trainer, pl_module))
         self._at_end = False
 
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         # An epoch limit is reached here when the loader's length did not tell at its last batch.
         limits.apply_deferred(trainer, at_epoch_end=True)
 
-    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         limits.forget_deferred(trainer)
 
     # ------------------------------------------------------------------ the boundary
 
     def _wait(self, boundary: Boundary) -> None:
-        if self.session.state == "paused" and not boundary.trainer.should_stop:
-            self.session.wait_while_paused(boundary)
+        """Block at the boundary, running commands as they come, until resumed or stopped."""
+        if self.session.state != "paused" or boundary.trainer.should_stop:
+            return
+        session = self.session
+        while self.holding(boundary.trainer):
+            cmd = session.next_command()
+            if cmd is not None:
+                session.commands.dispatch(boundary, cmd)
 
-    def _at_round(self, trainer: Any, pl_module: Any, batch_idx: int) -> None:
+    def holding(self, trainer: TrainerHost) -> bool:
+        """Whether the training thread should stay at the boundary (paused, not stopping)."""
+        return (
+            self.session.state == "paused"
+            and self.session.server is not None
+            and not trainer.should_stop
+            and not driver(trainer).terminating()
+        )
+
+    def _at_round(self, trainer: TrainerHost, pl_module: Any, batch_idx: int) -> None:
         """Distributed: a control round when one is due (always at the final step)."""
         ranks = self.session.ranks
         final = limits.is_final_step(trainer, batch_idx)
@@ -142,13 +158,13 @@ class PauseGate(Callback):
         ranks.round(boundary, self, batches=batch_idx + 1, final=final)
         self._at_end = False
 
-    def decision(self, trainer: Any) -> int:
+    def decision(self, trainer: TrainerHost) -> int:
         """Rank 0's decision at a control round: hold (paused or at the end), stop or run."""
-        if self.session.holding(trainer):
+        if self.holding(trainer):
             return HOLD_END if self._at_end else HOLD
         return STOP if trainer.should_stop else RUN
 
-    def apply(self, trainer: Any, decision: int) -> None:
+    def apply(self, trainer: TrainerHost, decision: int) -> None:
         """Every rank: follow rank 0's ``decision`` (while holding, rounds repeat)."""
         if decision == STOP:
             trainer.should_stop = True
@@ -170,7 +186,7 @@ class PauseGate(Callback):
 
     # ------------------------------------------------------------------ command handlers
 
-    def _enter_pause(self, trainer: Any, reason: str) -> None:
+    def _enter_pause(self, trainer: TrainerHost, reason: str) -> None:
         self.session.quiesce()
         self.session.set_state("paused", trainer, reason)
 

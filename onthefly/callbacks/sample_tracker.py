@@ -27,14 +27,15 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback
 
-from onthefly.callbacks import _sample_sources
-from onthefly.callbacks._driver import is_lightning
-from onthefly.callbacks._sample_commands import register_commands
+from onthefly.batches import batch_size
 from onthefly.callbacks.session import RunSession
-from onthefly.native.step import batch_size
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
+from onthefly.samples import sources
 from onthefly.samples.attribution import Counter, Ids, SamplerTaps, ids_from_batch
 from onthefly.samples.buffer import Chunk, SampleBuffer
 from onthefly.samples.capture import FUNCTIONAL_LOSSES, LossSpec, SampleValues, describe_loss
+from onthefly.samples.commands import register_commands
 from onthefly.samples.history import HistoryWriter
 from onthefly.samples.loss_mode import LossMode
 from onthefly.samples.preview import Describe
@@ -42,8 +43,6 @@ from onthefly.samples.scan import EmbeddingFn
 from onthefly.samples.selection import Selections
 from onthefly.samples.slot import LossTap, Slot, arm
 from onthefly.samples.store import SampleStore
-from onthefly.sessions import loaders
-from onthefly.sessions.data_position import TrackedLoader
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +57,21 @@ PER_SAMPLE_KEY = "per_sample_loss"
 class SampleTracker(Callback):
     """Records per-sample training losses and answers the per-sample commands.
 
-    Args:
-        session: the run's shared session.
-        inputs: returns what the user gave besides the trainer (loss function, loaders).
-        embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding used by
-            scans for clustering and the data explorer; ``None`` uses small model outputs.
-        describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
-            dashboard shows of a sample (``sample_preview``); ``None`` shows the dataset's
-            item itself (see :mod:`onthefly.samples.preview`).
-        flush_every_steps: copy buffered values to the host every this many batches …
-        flush_every_s: … or this many seconds, whichever comes first.
+        Args:
+            session: the run's shared session.
+            inputs: returns what the user gave besides the trainer (loss function, loaders).
+            embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding used by
+                scans for clustering and the data explorer; ``None`` uses small model outputs.
+            describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
+                dashboard shows of a sample (``sample_preview``); ``None`` shows the dataset's
+                item itself (see :mod:`onthefly.samples.preview`).
+            flush_every_steps: copy buffered values to the host every this many batches …
+            flush_every_s: … or this many seconds, whichever comes first.
 
-    Example:
-        >>> from onthefly.callbacks.session import RunSession
-        >>> tracker = SampleTracker(RunSession("demo"))  # usually created by ``OnTheFly``
+        Example:
+            >>> from onthefly.callbacks.session import RunSession
+    from onthefly.drivers import driver
+            >>> tracker = SampleTracker(RunSession("demo"))  # usually created by ``OnTheFly``
     """
 
     def __init__(
@@ -113,28 +113,28 @@ class SampleTracker(Callback):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         other_rank = self.session.ranks.active and not trainer.is_global_zero
         if stage == "fit" and (self.session.active or other_rank):
             self._start(trainer)
 
-    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self.flush()
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         if stage == "fit":
             self._stop()
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         self._stop()
 
     # ------------------------------------------------------------------ training
 
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._counter = Counter()
 
     def on_train_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         if self._history is None and self._outbox is None:  # not tracking (the session is off)
             return
@@ -146,14 +146,14 @@ class SampleTracker(Callback):
         if self._watch and self._slot is not None:
             self._mode.enter()
 
-    def on_before_zero_grad(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+    def on_before_zero_grad(self, trainer: TrainerHost, pl_module: Any, optimizer: Any) -> None:
         self._mode.leave()  # the step's loss is computed: the rest of the step is not watched
 
-    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+    def on_before_backward(self, trainer: TrainerHost, pl_module: Any, loss: Any) -> None:
         self._mode.leave()
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._mode.leave()
         slot, ids = self._slot, self._ids
@@ -204,7 +204,7 @@ class SampleTracker(Callback):
 
     # ------------------------------------------------------------------ helpers
 
-    def _start(self, trainer: Any) -> None:
+    def _start(self, trainer: TrainerHost) -> None:
         self._trainer = trainer
         if self.session.active:
             # The store is updated on the writer's thread too: the training thread only queues.
@@ -212,24 +212,19 @@ class SampleTracker(Callback):
             self._history = HistoryWriter(folder, fold=self.store.training.update)
         else:  # another rank of a distributed run: rank 0 keeps the values
             self._outbox = []
-        modules = _sample_sources.loss_modules(trainer, self.inputs())
+        modules = sources.loss_modules(trainer, self.inputs())
         self._loss_taps = [LossTap(m) for m in modules if describe_loss(m) is not None]
         # Without a loss module to hook, watch the step's functional calls from the start.
         self._watch, self._misses = not self._loss_taps, 0
         self.store.unrecorded = None
-        if is_lightning(trainer):
-            # Lightning creates the training iterator (and prefetches) before any callback
-            # hook sees the loader, so the sampler is instrumented as Lightning requests it.
-            self._unwrap_source = loaders.on_request(trainer, self._on_loaders)
-            if self._unwrap_source is None:
-                log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
-        else:
-            # The user's loader: a resume wraps it for its data position before fit starts.
-            loader = TrackedLoader.unwrap(getattr(trainer, "train_loader", None))
-            self._indexed = self._taps.install(loader)
+        # Lightning creates the training iterator (and prefetches) before any callback hook
+        # sees the loader, so the sampler is instrumented as the trainer requests it.
+        self._unwrap_source = driver(trainer).on_train_loaders_requested(self._on_loaders)
+        if self._unwrap_source is None:
+            log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
 
     def _on_loaders(self, requested: Any) -> None:
-        self._indexed = self._taps.install(_sample_sources.first_loader(requested))
+        self._indexed = self._taps.install(sources.first_loader(requested))
 
     def _stop(self) -> None:
         self._mode.leave()

@@ -3,7 +3,7 @@
 :class:`RunSession` owns the :class:`~onthefly.server.SessionServer` (started on global rank
 0 only), the run's state, and the batch boundary where control commands run: the training
 thread drains the server's inbox there and dispatches each command through a
-:class:`~onthefly.callbacks.commands.CommandRegistry`. Every other rank holds an inactive
+:class:`~onthefly.commands.registry.CommandRegistry`. Every other rank holds an inactive
 session whose methods do nothing; in a distributed run, :attr:`RunSession.ranks` carries
 rank 0's commands and decisions to them (see :mod:`onthefly.distributed.control`).
 """
@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from onthefly.callbacks._termination import SigtermHandler
-from onthefly.callbacks.commands import Boundary, CommandRegistry
+from onthefly.commands.registry import Boundary, CommandRegistry
 from onthefly.distributed.control import RankSync
+from onthefly.drivers.base import TrainerHost
 from onthefly.protocol import StatusBody
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class RunSession:
             self._workdir = Path(tempfile.mkdtemp(prefix="onthefly-"))
         return self._workdir
 
-    def open(self, trainer: Any) -> None:
+    def open(self, trainer: TrainerHost) -> None:
         """Start the server on global rank 0; a second call is a no-op.
 
         In a distributed run every rank must call it (the ranks form their control group).
@@ -113,7 +114,7 @@ class RunSession:
         self._server = server.start()
         self.state = "running"
 
-    def close(self, trainer: Any, reason: str) -> None:
+    def close(self, trainer: TrainerHost, reason: str) -> None:
         """Announce the end of the run and shut the server down (removes the discovery file).
 
         Raises:
@@ -168,7 +169,7 @@ class RunSession:
         server = self._server
         return server is not None and server.has_clients()
 
-    def set_state(self, state: RunState, trainer: Any, reason: str | None = None) -> None:
+    def set_state(self, state: RunState, trainer: TrainerHost, reason: str | None = None) -> None:
         """Record the run's state and publish a ``status`` event with the current step."""
         self.state = state
         self.publish(
@@ -180,7 +181,7 @@ class RunSession:
             )
         )
 
-    def position(self, trainer: Any) -> dict[str, Any]:
+    def position(self, trainer: TrainerHost) -> dict[str, Any]:
         """The state, step and epoch, as command replies carry them."""
         return {
             "state": self.state,
@@ -226,28 +227,13 @@ class RunSession:
             pass
         return taken
 
-    def wait_while_paused(self, boundary: Boundary) -> None:
-        """Block at the boundary, running commands as they come, until resumed or stopped."""
-        while self.holding(boundary.trainer):
-            self.wait_once(boundary)
-
-    def holding(self, trainer: Any) -> bool:
-        """Whether the training thread should stay at the boundary (paused, not stopping)."""
-        # Lightning turns SIGTERM into ``received_sigterm`` and ends the run after the step.
-        return (
-            self.state == "paused"
-            and self._server is not None
-            and not trainer.should_stop
-            and not getattr(trainer, "received_sigterm", False)
-        )
-
-    def wait_once(self, boundary: Boundary) -> None:
-        """Wait up to one slice for a command and run it."""
+    def next_command(self) -> PendingCommand | None:
+        """The next command of the inbox, waiting for it up to one slice (``None``: none
+        came, or no server)."""
         server = self._server
         if server is None:
-            return
+            return None
         try:
-            cmd = server.inbox.get(timeout=WAIT_SLICE_S)
+            return server.inbox.get(timeout=WAIT_SLICE_S)
         except queue.Empty:
-            return
-        self.commands.dispatch(boundary, cmd)
+            return None

@@ -23,13 +23,14 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback
 
-from onthefly.callbacks import _logged
-from onthefly.callbacks._driver import is_lightning
 from onthefly.callbacks._log_forwarder import LogForwarder
 from onthefly.callbacks._run_config import describe_run
 from onthefly.callbacks._runtime_sampler import RuntimeSampler, StepClock
 from onthefly.callbacks._step_buffer import Norms, Row, StepBuffer, Value
 from onthefly.callbacks.session import RunSession
+from onthefly.drivers import Driver, driver
+from onthefly.drivers.base import TrainerHost
+from onthefly.drivers.values import Scalar, host_floats, scalar_or_none
 from onthefly.protocol import EpochBody, MetricsBody, RunConfigBody, Split
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class Telemetry(Callback):
         self._epoch_before: dict[str, int] = {}
         self._step_names: set[str] = {"loss"}
         self._failed: set[str] = set()
-        self._lightning = False
+        self._driver: Driver | None = None
         session.on_quiet(self._quiet)
 
     @property
@@ -83,11 +84,11 @@ class Telemetry(Callback):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         if not self.session.active:
             return
         self._last_step = trainer.global_step
-        self._lightning = is_lightning(trainer)  # asked at every step: once per fit is enough
+        self._driver = driver(trainer)  # asked at every step: once per fit is enough
         self._readers = {}
         self._trainer_norm = False
         self._logs.install()
@@ -99,37 +100,39 @@ class Telemetry(Callback):
         )
         self._sampler.start()
 
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         if self.session.active:
             with self._guarded("describe the run's configuration"):
                 self.session.publish(RunConfigBody(values=describe_run(trainer, pl_module)))
 
-    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self.flush()
         self._stop()
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         self._stop()
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         self._stop()
 
     # ------------------------------------------------------------------ training
 
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         if not self.session.active:
             return
-        self._epoch_before = _logged.snapshot(trainer)
+        self._epoch_before = driver(trainer).metric_snapshot()
         self.session.publish(
             EpochBody(epoch=int(trainer.current_epoch), step=int(trainer.global_step) + 1)
         )
 
     def on_train_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
         self._clock.batch_started(batch)
 
-    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+    def on_before_optimizer_step(
+        self, trainer: TrainerHost, pl_module: Any, optimizer: Any
+    ) -> None:
         if not self.session.active:
             return
         # try/except rather than _guarded: this runs at every step (no generator to create).
@@ -143,7 +146,7 @@ class Telemetry(Callback):
             self._warn_once("read the optimizer")
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._clock.batch_ended()
         if not self.session.active:
@@ -157,27 +160,27 @@ class Telemetry(Callback):
             except Exception:
                 self._warn_once("record a step")
 
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self.flush()
         if self.session.active:
             with self._guarded("report epoch values"):
-                values = _logged.epoch_values(trainer, self._epoch_before, self._step_names)
+                values = driver(trainer).epoch_values(self._epoch_before, self._step_names)
                 if values:
                     self._publish_values(trainer, "train", values)
 
     # ------------------------------------------------------------------ evaluation
 
-    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._eval_started(trainer)
 
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         if not trainer.sanity_checking:
             self._eval_ended(trainer, "val")
 
-    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_test_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._eval_started(trainer)
 
-    def on_test_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_test_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._eval_ended(trainer, "test")
 
     # ------------------------------------------------------------------ helpers
@@ -207,24 +210,21 @@ class Telemetry(Callback):
             self._failed.add(action)
             log.warning("OnTheFly could not %s; training goes on", action, exc_info=True)
 
-    def _record_step(self, trainer: Any, outputs: Any) -> None:
+    def _record_step(self, trainer: TrainerHost, outputs: Any) -> None:
         values, self._optimizer_values = self._optimizer_values, {}
-        logged = _logged.step_values(trainer, outputs)
+        step_driver = self._driver or driver(trainer)
+        logged = step_driver.step_values(outputs)
         if logged:
             self._step_names.update(logged)
             for name, value in logged.items():
                 values.setdefault(name, value)  # the optimizer's own names win
-        if not self._lightning:
-            norm = _logged.scalar_or_none(getattr(trainer, "grad_norm", None))
-            if norm is not None:  # the same quantity as ours (total norm before clipping)
-                values["grad_norm"] = norm
-                self._trainer_norm = True
+        norm = step_driver.grad_norm()
+        if norm is not None:  # the same quantity as ours (total norm before clipping)
+            values["grad_norm"] = norm
+            self._trainer_norm = True
         losses = self._losses
         if losses:
-            # Lightning divides each micro-batch loss by accumulate_grad_batches (also in a
-            # short last window); the native trainer reports them as they are.
-            divided = int(trainer.accumulate_grad_batches) if self._lightning else 1
-            values["loss"] = _step_loss(losses, divided)
+            values["loss"] = _step_loss(losses, step_driver.accumulation())
             self._losses = []
         step = trainer.global_step
         self._buffer.add(int(step), int(trainer.current_epoch), values)
@@ -236,28 +236,28 @@ class Telemetry(Callback):
                 MetricsBody(split="train", step=row.step, epoch=row.epoch, values=row.values)
             )
 
-    def _eval_started(self, trainer: Any) -> None:
+    def _eval_started(self, trainer: TrainerHost) -> None:
         self._clock.forget_gap()
         if self.session.active:
             self.flush()  # the training steps before it come first in the stream
-            self._eval_before = _logged.snapshot(trainer)
+            self._eval_before = driver(trainer).metric_snapshot()
 
-    def _eval_ended(self, trainer: Any, split: Split) -> None:
+    def _eval_ended(self, trainer: TrainerHost, split: Split) -> None:
         if not self.session.active:
             return
         with self._guarded(f"report {split} results"):
-            values = _logged.eval_values(trainer, self._eval_before)
+            values = driver(trainer).eval_values(self._eval_before)
             self._publish_values(trainer, split, without_split_prefix(values, split))
 
     def _publish_values(
-        self, trainer: Any, split: Split, values: dict[str, _logged.Scalar]
+        self, trainer: TrainerHost, split: Split, values: dict[str, Scalar]
     ) -> None:
         self.session.publish(
             MetricsBody(
                 split=split,
                 step=int(trainer.global_step),
                 epoch=int(trainer.current_epoch),
-                values=_logged.host_floats(values),
+                values=host_floats(values),
             )
         )
 
@@ -277,7 +277,7 @@ class _OptimizerReader:
         optimizer: a ``torch.optim.Optimizer`` (or anything with ``param_groups``).
     """
 
-    def __init__(self, trainer: Any, optimizer: Any) -> None:
+    def __init__(self, trainer: TrainerHost, optimizer: Any) -> None:
         optimizers = getattr(trainer, "optimizers", ())
         index = next((i for i, o in enumerate(optimizers) if o is optimizer), 0)
         prefix = "" if index == 0 else f"/opt{index}"
@@ -296,7 +296,7 @@ class _OptimizerReader:
         """Put the learning rates (and the gradient norm's parts) into ``values``."""
         for name, group in zip(self.lr_names, self.groups, strict=True):
             lr = group.get("lr")
-            lr = lr if type(lr) is float else _logged.scalar_or_none(lr)
+            lr = lr if type(lr) is float else scalar_or_none(lr)
             if lr is not None:
                 values[name] = lr
         if with_norm:

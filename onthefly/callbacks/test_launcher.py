@@ -34,14 +34,15 @@ from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch import Callback
 
-from onthefly.callbacks import _logged, limits
-from onthefly.callbacks._consensus import distributed
-from onthefly.callbacks._driver import is_lightning
-from onthefly.callbacks._lightning_test import run_test_loop
-from onthefly.callbacks.commands import Boundary
+from onthefly.callbacks import limits
 from onthefly.callbacks.session import RunSession
+from onthefly.commands.registry import Boundary
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost, distributed
+from onthefly.drivers.values import host_floats, scalars
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import TestOutcome, TestResultBody
+from onthefly.sessions import loader_rng, loaders
 
 if TYPE_CHECKING:
     from onthefly.server import PendingCommand
@@ -84,7 +85,7 @@ class TestLauncher(Callback):
         session.commands.register("test", self._on_command)
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         # In a distributed run every rank evaluates (its own test data; see docs/distributed.md).
         serving = self.session.active or distributed(trainer)
@@ -131,7 +132,7 @@ class TestLauncher(Callback):
         finally:
             self.session.set_state(previous, trainer, f"{label} done")
         self.tests_run += 1
-        metrics = _logged.host_floats(_logged.scalars(raw.items()))
+        metrics = host_floats(scalars(raw.items()))
         result: dict[str, Any] = {
             "label": label,
             "step": int(trainer.global_step),
@@ -142,10 +143,13 @@ class TestLauncher(Callback):
         self.session.publish(TestResultBody(**result))
         return result
 
-    def _evaluate(self, trainer: Any, label: str, isolated: bool) -> dict[str, Any]:
-        if is_lightning(trainer):
-            return run_test_loop(trainer, self.test_source, isolated=isolated)
-        return dict(trainer.run_test(label=label, isolated=isolated))
+    def _evaluate(self, trainer: TrainerHost, label: str, isolated: bool) -> dict[str, Any]:
+        run_test = driver(trainer).run_test
+        if not isolated:
+            return run_test(label, self.test_source)
+        # Beside training: the global generators and the run's loaders' own are put back.
+        with loader_rng.preserved([self.test_source, *loaders.run_loaders(trainer)]):
+            return run_test(label, self.test_source)
 
     def _on_command(self, boundary: Boundary, cmd: PendingCommand) -> None:
         label = getattr(cmd.command, "label", None)

@@ -32,6 +32,7 @@ from lightning.pytorch import Callback
 from onthefly.callbacks._alert_rules import LossSpikes, NonFinite, Stalls, Verdict
 from onthefly.callbacks._runtime_sampler import StepClock
 from onthefly.callbacks.session import RunSession
+from onthefly.drivers.base import TrainerHost
 from onthefly.protocol import AlertBody, AlertKind, Severity
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class Watchdog(Callback):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         if not self.session.active or self._thread is not None:
             return
         self._step = lambda: int(trainer.global_step)
@@ -93,13 +94,13 @@ class Watchdog(Callback):
         self._thread = threading.Thread(target=self._watch, name="onthefly-watchdog", daemon=True)
         self._thread.start()
 
-    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._halt()
 
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         self._halt()
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         self._halt()
         if not self.session.active or not isinstance(exception, Exception):
             return  # Ctrl+C and SystemExit end a run on purpose
@@ -115,16 +116,16 @@ class Watchdog(Callback):
 
     # ------------------------------------------------------------------ evaluation
 
-    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._evaluating = True
 
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._evaluating = False
 
-    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_test_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._evaluating = True
 
-    def on_test_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_test_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._evaluating = False
 
     # ------------------------------------------------------------------ values

@@ -40,11 +40,11 @@ from onthefly.distributed.exchange import Exchange
 from onthefly.distributed.group import ControlGroup
 from onthefly.distributed.mirror import MirrorCommand, encode, is_collective
 from onthefly.distributed.schedule import Spacing, fixed_interval
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import DistributedError
 
 if TYPE_CHECKING:
-    from onthefly.callbacks.commands import Boundary
-    from onthefly.callbacks.session import RunSession
+    from onthefly.commands.registry import Boundary, CommandRegistry
     from onthefly.server import PendingCommand
 
 RUN, HOLD, STOP, HOLD_END = 0, 1, 2, 3
@@ -71,14 +71,24 @@ RankCall = Callable[["Boundary", Any, ControlGroup], None]
 """``fn(boundary, argument, group)``: what :meth:`RankSync.call` runs on every rank."""
 
 
+class Inbox(Protocol):
+    """Rank 0's commands (the run's session): taken at a round, routed to their handlers."""
+
+    commands: CommandRegistry
+
+    def take_commands(self, wait: bool = False) -> list[PendingCommand]:
+        """Every command waiting now; with ``wait``, up to one slice for the first."""
+        ...
+
+
 class Gate(Protocol):
     """The part that owns pausing (``PauseGate``): it decides on rank 0 and applies everywhere."""
 
-    def decision(self, trainer: Any) -> int:
+    def decision(self, trainer: TrainerHost) -> int:
         """Rank 0's decision now: :data:`RUN`, :data:`HOLD`, :data:`HOLD_END` or :data:`STOP`."""
         ...
 
-    def apply(self, trainer: Any, decision: int) -> None:
+    def apply(self, trainer: TrainerHost, decision: int) -> None:
         """Act on rank 0's ``decision`` (every rank)."""
         ...
 
@@ -102,7 +112,7 @@ class RankSync:
         ...     sync.round(boundary, gate, batches=batch_idx + 1)
     """
 
-    def __init__(self, session: RunSession) -> None:
+    def __init__(self, session: Inbox) -> None:
         self.session = session
         self.group: ControlGroup | None = None
         self.exchange = Exchange()
@@ -141,7 +151,7 @@ class RankSync:
         """This rank's measured time per batch between rounds (moving average, seconds)."""
         return self._spacing.step_s
 
-    def start(self, trainer: Any) -> None:
+    def start(self, trainer: TrainerHost) -> None:
         """Form the control group (call on every rank when fit starts; once is enough).
 
         Raises:
@@ -356,7 +366,7 @@ class RankSync:
         fn(boundary, argument, group)
         self._last_beat = time.monotonic()
 
-    def cursor(self, trainer: Any, batches: int) -> cursors.Cursor:
+    def cursor(self, trainer: TrainerHost, batches: int) -> cursors.Cursor:
         """This rank's cursor after ``batches`` batches of the current epoch."""
         rank = self.group.rank if self.group is not None else 0
         return cursors.capture(trainer, rank, batches, self.step_time_s)

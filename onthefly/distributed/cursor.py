@@ -12,8 +12,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from onthefly.callbacks._driver import is_lightning
 from onthefly.distributed.sharding import sampler_epoch
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,9 @@ class Cursor:
         return asdict(self)
 
 
-def capture(trainer: Any, rank: int, batches: int, step_time: float | None = None) -> Cursor:
+def capture(
+    trainer: TrainerHost, rank: int, batches: int, step_time: float | None = None
+) -> Cursor:
     """``trainer``'s cursor on ``rank`` after ``batches`` batches of the current epoch."""
     return Cursor(
         rank=rank,
@@ -57,10 +60,7 @@ def capture(trainer: Any, rank: int, batches: int, step_time: float | None = Non
     )
 
 
-def training_loader(trainer: Any) -> Any:
+def training_loader(trainer: TrainerHost) -> Any:
     """The training loader in use (under Lightning: the first of its combined loaders)."""
-    if not is_lightning(trainer):
-        return getattr(trainer, "train_loader", None)
-    combined = getattr(trainer.fit_loop, "_combined_loader", None)
-    flattened = getattr(combined, "flattened", None) or []
-    return flattened[0] if flattened else None
+    loaders = driver(trainer).train_loaders()
+    return loaders[0] if loaders else None

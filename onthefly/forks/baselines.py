@@ -24,6 +24,7 @@ from typing import Any
 
 from torch import nn
 
+from onthefly.drivers.base import TrainerHost
 from onthefly.forks.mixing import OVERSAMPLE_SHARE, oversample_loader
 from onthefly.forks.registry import ForkRecord
 from onthefly.forks.run import RunParts
@@ -79,7 +80,7 @@ def plan(records: list[ForkRecord], active: str, step: int) -> tuple[list[Baseli
 
 
 def train(
-    trainer: Any,
+    trainer: TrainerHost,
     parts: RunParts,
     baseline: Baseline,
     indices: list[int],

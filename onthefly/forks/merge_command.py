@@ -1,4 +1,4 @@
-"""The ``compare``, ``merge`` and ``discard_merge`` commands of :class:`ForkSpawner`.
+"""The ``merge`` and ``discard_merge`` commands of :class:`ForkSpawner`.
 
 A merge builds the merged model from the run's model and the named forks
 (:mod:`onthefly.forks.merging`; weights the user left open are chosen on validation from a
@@ -39,19 +39,24 @@ from torch import nn
 from onthefly._representable import check_command_values
 from onthefly.distributed.group import ControlGroup
 from onthefly.distributed.replicate import broadcast_module, broadcast_optimizer
-from onthefly.errors import ConfigurationError, SessionFileError
-from onthefly.forks import baselines, gate, merge_grid
-from onthefly.forks.adapters import add_adapters
-from onthefly.forks.compare import Evaluator, Score, Target, targets
+from onthefly.errors import SessionFileError
+from onthefly.forks import gate, merge_grid
+from onthefly.forks.compare import Evaluator, Score, Target
+from onthefly.forks.host import (
+    ForkHost,
+    Undo,
+    evaluator_of,
+    fork_model,
+    parent_name,
+    records_of,
+)
 from onthefly.forks.merge_grid import Chosen
 from onthefly.forks.merging import Merged, MergeData, Options, optimizer_kind
 from onthefly.forks.registry import ForkRecord
 from onthefly.forks.run import LongCommand, Refused, RunParts
-from onthefly.forks.spawn import model_copy, parent_untouched
+from onthefly.forks.spawn import parent_untouched
 from onthefly.protocol import (
     Cancelled,
-    CompareReply,
-    CompareRow,
     DiscardReply,
     MergeReply,
     MetricsBody,
@@ -59,124 +64,13 @@ from onthefly.protocol import (
 )
 
 if TYPE_CHECKING:
-    from onthefly.callbacks.commands import Boundary
-    from onthefly.callbacks.fork_spawner import ForkSpawner
+    from onthefly.commands.registry import Boundary
     from onthefly.server import PendingCommand
 
 log = logging.getLogger(__name__)
 
 REPLICATE = "fork_state"
 """The name :func:`replicate` is registered under with the run's ranks."""
-
-
-@dataclass
-class Undo:
-    """What a merge replaced: the run's weights and optimizer states (CPU copies)."""
-
-    name: str
-    run: str
-    weights: dict[str, torch.Tensor]
-    optimizers: list[dict[str, Any]]
-
-
-class MergeHistory:
-    """The merges that can still be discarded (latest last); emptied when training resumes."""
-
-    def __init__(self) -> None:
-        self.undo: list[Undo] = []
-
-    def forget(self) -> None:
-        self.undo.clear()
-
-
-def fork_model(spawner: ForkSpawner, parent: nn.Module, record: ForkRecord) -> nn.Module:
-    """The fork ``record`` as a model: a copy of the parent's architecture (with the fork's
-    adapters) holding the fork's saved weights."""
-    model = model_copy(parent)
-    if record.adapter_rank is not None:
-        add_adapters(model, record.adapter_rank)
-    return spawner.registry.load_weights(record, model)
-
-
-def _records(spawner: ForkSpawner, names: list[str]) -> list[ForkRecord]:
-    if len(set(names)) != len(names):
-        raise ConfigurationError(f"forks {names} name a fork twice; expected distinct names")
-    return [spawner.registry.with_weights(name) for name in names]
-
-
-def _evaluator(
-    parts: RunParts, records: list[ForkRecord], rest_max: int, interrupts: LongCommand
-) -> Evaluator:
-    if parts.spec is None:
-        raise ConfigurationError(
-            "comparing models needs the loss function with a 'reduction' option (e.g. "
-            "nn.CrossEntropyLoss); pass loss_fn= to fit() / attach_lightning / OnTheFly"
-        )
-    found = targets(
-        {r.name: r.indices for r in records},
-        parts.train_size,
-        parts.val is not None,
-        rest_max,
-    )
-    return Evaluator(found, parts.train, parts.val, parts.spec, interrupts.check)
-
-
-# ---------------------------------------------------------------------------- compare
-
-
-def compare(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None:
-    """The ``compare`` command: one table, rows = models, columns = targets; with
-    ``baselines``, the parent trained on for each fork's budget (:mod:`.baselines`)."""
-    command: Any = cmd.command
-    trainer = boundary.trainer
-    parts = spawner.parts(trainer)
-    names = list(command.forks) or [r.name for r in spawner.registry if r.has_weights]
-    records = _records(spawner, names)
-    interrupts = LongCommand(spawner.session, compare=True)
-    started = time.perf_counter()
-    try:
-        evaluator = _evaluator(parts, records, command.rest_max, interrupts)
-        active = active_node(spawner)
-        rows = [{"model": active["name"], "run": active["run"], "kind": active["kind"]}]
-        rows += [{"model": r.name, "run": r.run, "kind": "fork"} for r in records]
-        scores = [evaluator.scores(parts.model)]
-        for record in records:
-            with parent_untouched():
-                scores.append(evaluator.scores(fork_model(spawner, parts.model, record)))
-        notes: list[str] = []
-        if command.baselines:
-            planned, notes = baselines.plan(records, spawner.lineage.active, trainer.global_step)
-            by_name = {r.name: r for r in records}
-            for baseline in planned:
-                model, problem = baselines.train(
-                    trainer, parts, baseline, by_name[baseline.fork].indices, interrupts.check
-                )
-                if interrupts.cancelled:
-                    break
-                if model is None:
-                    notes.append(f"the baseline {baseline.name!r} failed: {problem}")
-                    continue
-                with parent_untouched():
-                    scores.append(evaluator.scores(model))
-                rows.append({**baseline.row(), "steps": baseline.steps})
-        if interrupts.cancelled or any(s is None for s in scores):
-            cmd.reply(Cancelled(cancelled=True))
-            return
-        table = evaluator.table(scores)  # type: ignore[arg-type]
-        for row, values in zip(rows, table["rows"], strict=True):
-            row.update(values)
-        cmd.reply(
-            CompareReply(
-                cancelled=False,
-                step=int(trainer.global_step),
-                targets=table["targets"],
-                rows=[CompareRow(**row) for row in rows],
-                notes=notes,
-                duration=time.perf_counter() - started,
-            )
-        )
-    finally:
-        interrupts.replay(boundary)  # what came in meanwhile runs after the answer
 
 
 # ---------------------------------------------------------------------------- merge
@@ -196,13 +90,13 @@ class _Built:
         return self.chosen.merged
 
 
-def merge(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None:
+def merge(spawner: ForkHost, boundary: Boundary, cmd: PendingCommand) -> None:
     """The ``merge`` command (see the module docstring)."""
     command: Any = cmd.command
     spawner.paused("a merge")
     parts = spawner.parts(boundary.trainer)
     check_command_values(parts.model.parameters(), command.lr, command.temperature, command.weights)
-    records = _records(spawner, list(command.forks))
+    records = records_of(spawner, list(command.forks))
     name = spawner.registry.check_new(command.name or _next_name(spawner), spawner.taken_names())
     interrupts = LongCommand(spawner.session, merge=name)
     started = time.perf_counter()
@@ -228,7 +122,7 @@ def merge(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None
 
 
 def _build(
-    spawner: ForkSpawner,
+    spawner: ForkHost,
     parts: RunParts,
     records: list[ForkRecord],
     command: Any,
@@ -236,7 +130,7 @@ def _build(
 ) -> _Built | None:
     """The merged model (weights chosen on the grid) and the before/after scores; ``None``
     when cancelled."""
-    evaluator = _evaluator(parts, records, command.rest_max, interrupts)
+    evaluator = evaluator_of(parts, records, command.rest_max, interrupts)
     rest = [t.indices for t in evaluator.targets if t.kind == "rest" and t.indices is not None]
     held_out = parts.evaluator([Target("val", "val", "val")], interrupts.check)
     score = gate.scorer(held_out if held_out is not None and parts.val is not None else evaluator)
@@ -268,7 +162,7 @@ def _build(
 
 
 def _commit(
-    spawner: ForkSpawner,
+    spawner: ForkHost,
     boundary: Boundary,
     parts: RunParts,
     records: list[ForkRecord],
@@ -296,20 +190,6 @@ def _commit(
     _announce(server, run, step, table, session.run_name or server.main_run)
     spawner.publish_lineage()
     return _report(name, run, parent, records, command, built)
-
-
-def active_node(spawner: ForkSpawner) -> dict[str, Any]:
-    """The lineage's active node (the model the run trains now; the main node named after
-    the run, as in the lineage)."""
-    server = spawner.session.server
-    if server is not None:
-        spawner.lineage.bind_main(server.main_run, spawner.session.run_name)
-    return spawner.lineage.node(spawner.lineage.active)
-
-
-def parent_name(spawner: ForkSpawner) -> str:
-    """The name of the lineage's active node (the model a merge starts from)."""
-    return str(active_node(spawner)["name"])
 
 
 def _report(
@@ -366,7 +246,7 @@ def _announce(server: Any, run: str, step: int, table: dict[str, Any], main: str
     server.publish(run, StatusBody(state="finished", step=step, epoch=0, reason=reason))
 
 
-def _next_name(spawner: ForkSpawner) -> str:
+def _next_name(spawner: ForkHost) -> str:
     taken = spawner.taken_names()
     n = 1
     while f"merge-{n}" in taken:
@@ -377,7 +257,7 @@ def _next_name(spawner: ForkSpawner) -> str:
 # ---------------------------------------------------------------------------- discard
 
 
-def discard(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> None:
+def discard(spawner: ForkHost, boundary: Boundary, cmd: PendingCommand) -> None:
     """The ``discard_merge`` command: the latest merge's weights and optimizer state undone."""
     trainer = boundary.trainer
     spawner.paused("discarding a merge")
@@ -411,7 +291,7 @@ def discard(spawner: ForkSpawner, boundary: Boundary, cmd: PendingCommand) -> No
 # ---------------------------------------------------------------------------- every rank
 
 
-def _replicate_everywhere(spawner: ForkSpawner, optimizer: str) -> None:
+def _replicate_everywhere(spawner: ForkHost, optimizer: str) -> None:
     """In a distributed run, give every rank rank 0's model (see :func:`replicate`)."""
     ranks = spawner.session.ranks
     if ranks.active:

@@ -29,13 +29,13 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from onthefly.batches import unpack
 from onthefly.errors import ConfigurationError
 from onthefly.forks import adapters, soup
 from onthefly.forks._models import device_of, to_device
 from onthefly.forks.distill import distill
 from onthefly.forks.fisher import diagonal_fisher, fisher_merge
 from onthefly.forks.slice_loader import subset_loader
-from onthefly.native.step import unpack
 from onthefly.samples.capture import LossSpec
 
 BN_SAMPLES = 4096
@@ -113,7 +113,7 @@ def per_sample_loss(spec: LossSpec) -> Callable[[nn.Module, Any], torch.Tensor]:
 def plain(model: nn.Module) -> nn.Module:
     """``model`` with its adapter updates folded into its weights (a model without adapters
     is returned as it is). ``model`` is consumed: its adapters are stripped in place, so pass
-    a copy of your own (:func:`~onthefly.forks.merge_command.fork_model` makes one per merge)."""
+    a copy of your own (:func:`~onthefly.forks.host.fork_model` makes one per merge)."""
     if not any(isinstance(m, adapters.LoRALinear) for m in model.modules()):
         return model
     deltas = adapters.adapter_deltas(model)

@@ -13,20 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from onthefly.callbacks import _sample_sources
-from onthefly.callbacks._consensus import distributed
-from onthefly.callbacks._driver import is_lightning
-from onthefly.callbacks._interrupts import Interrupts
-from onthefly.callbacks.commands import Boundary
+from onthefly.commands.interrupts import Inbox, Interrupts
+from onthefly.commands.registry import Boundary
+from onthefly.distributed.control import RankSync
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost, distributed
 from onthefly.forks.compare import Evaluator, Target
 from onthefly.forks.slice_loader import training_data
 from onthefly.protocol import CancelReply, ErrorCode
+from onthefly.samples import sources
 from onthefly.samples.capture import LossSpec, describe_loss
 
 
@@ -63,14 +64,14 @@ class RunParts:
         return Evaluator(found, self.train, self.val, self.spec, cancelled)
 
 
-def run_parts(trainer: Any, inputs: Any) -> RunParts:
+def run_parts(trainer: TrainerHost, inputs: Any) -> RunParts:
     """The parts of the run ``trainer`` drives.
 
     Raises:
         Refused: a distributed Lightning run, or not exactly one optimizer.
         ConfigurationError: no training ``DataLoader`` over a map-style dataset.
     """
-    if distributed(trainer) and is_lightning(trainer):
+    if distributed(trainer) and not driver(trainer).distributed_copies:
         raise Refused(
             "unsupported",
             f"forks, comparisons and merges are not supported in distributed Lightning runs "
@@ -83,12 +84,12 @@ def run_parts(trainer: Any, inputs: Any) -> RunParts:
             "unsupported",
             f"forks need a run with exactly one optimizer; this one has {len(optimizers)}",
         )
-    loss_fn = _sample_sources.loss_fn(trainer, inputs)
+    loss_fn = sources.loss_fn(trainer, inputs)
     return RunParts(
         model=trainer.lightning_module,
         optimizer=optimizers[0],
-        train=training_data(_sample_sources.split_loader(trainer, inputs, "train")),
-        val=_sample_sources.split_loader(trainer, inputs, "val"),
+        train=training_data(sources.split_loader(trainer, inputs, "train")),
+        val=sources.split_loader(trainer, inputs, "val"),
         spec=describe_loss(loss_fn) if loss_fn is not None else None,
     )
 
@@ -102,9 +103,15 @@ def check_paused(state: str, what: str) -> None:
         )
 
 
+class RankedInbox(Inbox, Protocol):
+    """The run's session, with the control rounds of its ranks."""
+
+    ranks: RankSync
+
+
 class LongCommand(Interrupts):
     """The inbox seen from inside a fork, a comparison or a merge (see
-    :class:`~onthefly.callbacks._interrupts.Interrupts`), aware of the other ranks.
+    :class:`~onthefly.commands.interrupts.Interrupts`), aware of the other ranks.
 
     In a distributed run such a command runs on rank 0 alone while the other ranks wait for
     the control round to end: :meth:`check`, called between batches, also keeps them company
@@ -112,6 +119,11 @@ class LongCommand(Interrupts):
     commands that came in meanwhile to another round at the same boundary, where the
     collective ones reach every rank.
     """
+
+    session: RankedInbox
+
+    def __init__(self, session: RankedInbox, **answer: Any) -> None:
+        super().__init__(session, **answer)
 
     def check(self) -> bool:
         """Take what the inbox holds; ``True`` once a ``cancel`` came or the ranks are lost."""

@@ -24,46 +24,23 @@ import contextlib
 import copy
 import inspect
 import logging
-import math
 import time
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from lightning.pytorch.utilities.seed import isolate_rng
-from lightning.pytorch.utilities.warnings import PossibleUserWarning
 from torch import nn
 from torch.utils.data import DataLoader
 
-from onthefly.callbacks._driver import is_lightning
+from onthefly.drivers import driver
+from onthefly.drivers.base import Budget, TrainerHost
 from onthefly.errors import ConfigurationError
 from onthefly.forks.stream import ForkStream
-from onthefly.native.trainer import Trainer
 from onthefly.protocol import ForkState
 from onthefly.samples.slot import arm, armed_slot
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Exactly one of ``steps`` (optimizer steps) or ``epochs`` (passes over the slice)."""
-
-    steps: int | None = None
-    epochs: int | None = None
-
-    def to_json(self) -> dict[str, int]:
-        return (
-            {"steps": self.steps} if self.steps is not None else {"epochs": int(self.epochs or 0)}
-        )
-
-    def total(self, loader: DataLoader, accumulate: int = 1) -> int | None:
-        """The optimizer steps this budget makes over ``loader``."""
-        if self.steps is not None:
-            return self.steps
-        return int(self.epochs or 0) * math.ceil(len(loader) / max(accumulate, 1))
 
 
 @dataclass
@@ -165,7 +142,7 @@ def parent_untouched() -> Iterator[None]:
 
 
 def train_fork(
-    trainer: Any,
+    trainer: TrainerHost,
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
     loader: DataLoader,
@@ -180,10 +157,10 @@ def train_fork(
     started = time.perf_counter()
     if stream.cancelled():  # cancelled before its first step
         return ForkOutcome("cancelled", 0, 0.0)
-    train = _train_lightning if is_lightning(trainer) else _train_native
+    train_copy = driver(trainer).train_copy
     try:
         with parent_untouched():
-            train(trainer, model, optimizer, loader, budget, stream)
+            train_copy(model, optimizer, loader, budget, [stream])
     except Exception as exc:  # the fork fails, the parent run goes on
         log.warning("the fork %r failed: %s: %s", stream.name, type(exc).__name__, exc)
         stream.flush()
@@ -191,129 +168,3 @@ def train_fork(
         return ForkOutcome("failed", stream.steps, duration, f"{type(exc).__name__}: {exc}")
     status: ForkState = "cancelled" if stream.cancelled_at is not None else "done"
     return ForkOutcome(status, stream.steps, time.perf_counter() - started)
-
-
-def _train_native(
-    parent: Any,
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    loader: DataLoader,
-    budget: Budget,
-    stream: ForkStream,
-) -> None:
-    default_step = getattr(parent, "_default_step", None)
-    fork = _OneProcessTrainer(
-        project="fork",
-        metrics=_metric_copies(getattr(parent, "_metrics", None)),
-        max_steps=budget.steps,
-        max_epochs=budget.epochs,
-        callbacks=[stream],
-        precision=parent.precision,
-        device=parent.device,
-        grad_clip_norm=getattr(default_step, "_grad_clip_norm", None),
-        progress_bar=False,
-        session=False,
-        batch_keys=getattr(parent, "batch_keys", None),  # the slice's batches are the run's
-    )
-    if getattr(parent, "_custom_training_step", False):  # the user's own step
-        fork.training_step(parent._training_step)
-    fork.fit(model=model, optimizer=optimizer, loss_fn=parent.loss_fn, train_loader=loader)
-
-
-class _OneProcessTrainer(Trainer):
-    """A native trainer of one process, whatever process group the parent run has.
-
-    A fork trains on rank 0 alone while the other ranks hold: it must not wrap its model in
-    DDP, shard its slice or reduce anything over the ranks, all of which a trainer does when
-    it finds a process group of several ranks. Rank and world size stay 0 and 1 here.
-    """
-
-    @property
-    def world_size(self) -> int:
-        return 1
-
-    @world_size.setter
-    def world_size(self, value: int) -> None:
-        pass  # the trainer reads the process group's; a fork is one process
-
-    @property
-    def global_rank(self) -> int:
-        return 0
-
-    @global_rank.setter
-    def global_rank(self, value: int) -> None:
-        pass
-
-
-def _metric_copies(stages: Any) -> dict[str, Any]:
-    """Fresh copies of the native run's training metrics (its own keep their state); they
-    never synchronise over the ranks (a fork is one process)."""
-    copies = {}
-    for name, metric in getattr(stages, "by_stage", {}).get("train", {}).items():
-        twin = metric.clone()
-        twin.reset()
-        twin.distributed_available_fn = _one_process
-        copies[name] = twin
-    return copies
-
-
-def _one_process() -> bool:
-    return False
-
-
-def _train_lightning(
-    parent: Any,
-    module: Any,
-    optimizer: torch.optim.Optimizer,
-    loader: DataLoader,
-    budget: Budget,
-    stream: ForkStream,
-) -> None:
-    import lightning.pytorch as pl
-
-    # The fork trains with the optimizer made for it (fresh or cloned), not a new one from
-    # the module's configure_optimizers (which would also bring its schedulers).
-    module.__dict__["configure_optimizers"] = lambda: optimizer
-    accelerator, devices = _accelerator(parent.strategy.root_device)
-    with warnings.catch_warnings(), _quiet_lightning():
-        # Lightning's hints about the nested trainer's own settings (few workers, a short
-        # run) are not the user's business; the user's own warnings still pass.
-        warnings.simplefilter("ignore", PossibleUserWarning)
-        fork = pl.Trainer(
-            accelerator=accelerator,
-            devices=devices,
-            precision=parent.precision,
-            max_steps=budget.steps if budget.steps is not None else -1,
-            max_epochs=budget.epochs if budget.epochs is not None else -1,
-            gradient_clip_val=parent.gradient_clip_val,
-            gradient_clip_algorithm=parent.gradient_clip_algorithm,
-            accumulate_grad_batches=parent.accumulate_grad_batches,
-            limit_val_batches=0,
-            num_sanity_val_steps=0,
-            logger=False,
-            enable_checkpointing=False,
-            enable_progress_bar=False,
-            enable_model_summary=False,
-            callbacks=[stream],
-        )
-        fork.fit(module, train_dataloaders=loader)
-
-
-def _accelerator(device: torch.device) -> tuple[str, Any]:
-    if device.type == "cuda":
-        return "cuda", [device.index or 0]
-    if device.type == "mps":
-        return "mps", 1
-    return "cpu", 1
-
-
-@contextlib.contextmanager
-def _quiet_lightning() -> Iterator[None]:
-    """Lightning's INFO lines about the nested trainer (devices, ...) stay off the dashboard."""
-    logger = logging.getLogger("lightning.pytorch")
-    level = logger.level
-    logger.setLevel(max(level, logging.WARNING))
-    try:
-        yield
-    finally:
-        logger.setLevel(level)

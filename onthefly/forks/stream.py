@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback
 
+from onthefly.drivers.base import TrainerHost
 from onthefly.protocol import EventBody, ForkProgressBody, ForkState, MetricsBody
 
 Publish = Callable[[EventBody], None]
@@ -67,12 +68,12 @@ class ForkStream(Callback):
     def elapsed(self) -> float:
         return time.perf_counter() - self._started
 
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._started = time.perf_counter()
         self.progress("running")
 
     def on_train_batch_end(
-        self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         step = int(trainer.global_step)
         loss = _loss(outputs)
@@ -88,7 +89,7 @@ class ForkStream(Callback):
             self.flush(trainer.callback_metrics)
             self.progress("running")
 
-    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self.flush(trainer.callback_metrics)
 
     def flush(self, logged: Mapping[str, Any] | None = None) -> None:

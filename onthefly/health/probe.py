@@ -1,5 +1,6 @@
 """The run as a health check sees it, under either driver: model, optimizers, a batch, and
-one way to compute the training loss on it.
+one way to compute the training loss on it (the driver's
+:meth:`~onthefly.drivers.base.Driver.loss_closure`):
 
 * native ``onthefly.Trainer``: ``loss_fn(model(x), y)`` in the run's precision (as the
   default step computes it);
@@ -24,7 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from onthefly.callbacks._driver import is_lightning
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import ConfigurationError
 
 _state = threading.local()
@@ -91,7 +93,7 @@ class Probe:
             torch.cuda.synchronize(device)
 
 
-def build_probe(trainer: Any, module: Any, batch: Any, batch_idx: int) -> Probe:
+def build_probe(trainer: TrainerHost, module: Any, batch: Any, batch_idx: int) -> Probe:
     """The :class:`Probe` of a run at a batch boundary.
 
     Args:
@@ -116,68 +118,7 @@ def build_probe(trainer: Any, module: Any, batch: Any, batch_idx: int) -> Probe:
     optimizers = list(getattr(trainer, "optimizers", []))
     if not optimizers:
         raise ConfigurationError("the run has no optimizer yet; expected one after fit started")
-    if is_lightning(trainer):
-        return Probe(module, optimizers, batch, _lightning_loss(trainer, module, batch_idx))
-    return Probe(module, optimizers, batch, _native_loss(trainer))
-
-
-def _native_loss(trainer: Any) -> Callable[[Any], torch.Tensor]:
-    from onthefly.native.precision import make_autocast
-    from onthefly.native.step import unpack
-
-    loss_fn, model = trainer.loss_fn, trainer.model
-    if loss_fn is None:
-        raise ConfigurationError(
-            "health checks need the loss: pass loss_fn= to fit() (a custom training step alone "
-            "cannot be replayed without stepping the optimizer)"
-        )
-    autocast = make_autocast(trainer.precision, trainer.device)
-
-    def compute(batch: Any) -> torch.Tensor:
-        x, y = unpack(batch)
-        with autocast:
-            result: torch.Tensor = loss_fn(model(x), y)
-        return result
-
-    return compute
-
-
-def _lightning_loss(trainer: Any, module: Any, batch_idx: int) -> Callable[[Any], torch.Tensor]:
-    from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
-
-    if not module.automatic_optimization:
-        raise ConfigurationError(
-            f"{type(module).__name__} uses manual optimization: its training_step steps the "
-            "optimizers itself, so it cannot be replayed; expected automatic optimization"
-        )
-    with_idx = is_param_in_hook_signature(module.training_step, "batch_idx", min_args=2)
-
-    def compute(batch: Any) -> torch.Tensor:
-        args = (batch, batch_idx) if with_idx else (batch,)
-        with trainer.precision_plugin.train_step_context(), _logging_muted(module):
-            output = module.training_step(*args)
-        loss = output.get("loss") if isinstance(output, dict) else output
-        if not isinstance(loss, torch.Tensor):
-            raise ConfigurationError(
-                f"training_step returned {type(output).__name__}; expected a loss tensor or a "
-                "dict with 'loss'"
-            )
-        return loss
-
-    return compute
-
-
-@contextlib.contextmanager
-def _logging_muted(module: Any) -> Iterator[None]:
-    # Instance attributes shadow the methods for the probe only, then are removed.
-    def discard(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    module.log = module.log_dict = discard
-    try:
-        yield
-    finally:
-        del module.log, module.log_dict
+    return Probe(module, optimizers, batch, driver(trainer).loss_closure(module, batch_idx))
 
 
 @contextlib.contextmanager

@@ -28,7 +28,6 @@ from urllib.parse import urlsplit
 from websockets.http11 import Request, Response
 from websockets.sync.server import ServerConnection
 
-import onthefly
 from onthefly.errors import ConfigurationError
 from onthefly.hub.address import HubFile, hub_token, running_hub, write_hub
 from onthefly.hub.catalog import Catalog
@@ -57,7 +56,7 @@ HOST = "127.0.0.1"
 REFRESH_S = 1.0
 """Seconds between two looks at the discovery folder."""
 
-_DASHBOARD_DIR = Path(onthefly.__file__).resolve().parent / "dashboard"
+_DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboard"
 _SOCKET_PATH = re.compile(r"/ws/([A-Za-z0-9_-]{1,64})")
 _FRAME_ANCESTORS = "frame-ancestors 'self' http://127.0.0.1:* http://localhost:* vscode-webview:"
 

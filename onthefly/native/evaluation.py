@@ -15,12 +15,13 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
+from onthefly.batches import batch_size
 from onthefly.errors import ConfigurationError
 from onthefly.native.device import to_device
 from onthefly.native.hooks import Hooks
 from onthefly.native.metrics import StageMetrics
 from onthefly.native.state import StepState
-from onthefly.native.step import batch_size, checked_output
+from onthefly.native.step import checked_output
 
 StepFn = Callable[[Any, StepState], Any]
 Reduce = Callable[[torch.Tensor, int], torch.Tensor]

@@ -19,8 +19,9 @@ with ``max_steps`` alone it would otherwise never end.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sized
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sized
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 
@@ -29,11 +30,48 @@ from onthefly.distributed.sharding import set_sampler_epoch
 from onthefly.errors import ConfigurationError
 from onthefly.native.device import to_device
 from onthefly.native.evaluation import loader_suffix
+from onthefly.native.hooks import Hooks
+from onthefly.native.metrics import StageMetrics
+from onthefly.native.progress import ProgressBar
+from onthefly.native.state import StepState
 from onthefly.native.step import checked_output
 from onthefly.sessions.data_position import TrackedLoader
 
-if TYPE_CHECKING:
-    from onthefly.native.trainer import Trainer
+
+class LoopHost(Protocol):
+    """The trainer as its fit loop sees it: the public attributes it reads and advances."""
+
+    current_epoch: int
+    global_step: int
+    should_stop: bool
+    callback_metrics: dict[str, Any]
+    train_loader: Iterable[Any] | None
+    val_loaders: list[Iterable[Any]]
+    scheduler: Any
+    scheduler_interval: str
+
+
+@dataclass(frozen=True)
+class LoopContext:
+    """What the fit loop gets besides its trainer's public attributes; ``fit`` makes it.
+
+    Attributes:
+        hooks: calls the callbacks' hooks.
+        progress: the progress bar.
+        metrics: the run's torchmetrics per stage.
+        state: what the steps get besides the batch.
+        training_step: the training step (the default one or the user's).
+        validation_due: whether the epoch that ends now is validated.
+        validate: runs the validation (its ``on_validation_*`` hooks included).
+    """
+
+    hooks: Hooks
+    progress: ProgressBar
+    metrics: StageMetrics
+    state: StepState
+    training_step: Callable[[Any, StepState], Any]
+    validation_due: Callable[[], bool]
+    validate: Callable[[], object]
 
 
 def _length(loader: Iterable[Any]) -> int | None:
@@ -53,7 +91,7 @@ class FitLoop:
         max_steps: stop after this many optimizer steps (``-1``: no step limit).
     """
 
-    def __init__(self, trainer: Trainer, max_epochs: int | None, max_steps: int) -> None:
+    def __init__(self, trainer: LoopHost, max_epochs: int | None, max_steps: int) -> None:
         self.trainer = trainer
         self.max_epochs = max_epochs
         self.max_steps = max_steps
@@ -70,38 +108,42 @@ class FitLoop:
         epochs_done = self.max_epochs is not None and trainer.current_epoch >= self.max_epochs
         return epochs_done or self.steps_done or trainer.should_stop
 
-    def run(self) -> None:
-        """Train until :attr:`done`."""
+    def run(self, context: LoopContext) -> None:
+        """Train until :attr:`done`.
+
+        Args:
+            context: the parts ``fit`` set up for this run.
+        """
         trainer = self.trainer
-        hooks = trainer._hooks
+        hooks = context.hooks
         with hooks.paired("fit"), hooks.paired("train"):
             while not self.done:
-                self._run_epoch()
+                self._run_epoch(context)
                 trainer.current_epoch += 1
 
-    def _run_epoch(self) -> None:
+    def _run_epoch(self, context: LoopContext) -> None:
         trainer = self.trainer
         loader = trainer.train_loader
         assert loader is not None
         # As Lightning does: a DistributedSampler draws a new order per epoch.
         set_sampler_epoch(loader, trainer.current_epoch)
-        trainer._progress.start_epoch(trainer.current_epoch, _length(loader))
-        with trainer._hooks.paired("train_epoch"):
-            completed = self._run_batches(loader)
-            trainer._progress.close()
-            trainer.callback_metrics.update(trainer._metrics.compute("train"))
+        context.progress.start_epoch(trainer.current_epoch, _length(loader))
+        with context.hooks.paired("train_epoch"):
+            completed = self._run_batches(loader, context)
+            context.progress.close()
+            trainer.callback_metrics.update(context.metrics.compute("train"))
             scheduler = trainer.scheduler
             per_epoch = scheduler is not None and trainer.scheduler_interval == "epoch"
             if completed and per_epoch and not isinstance(scheduler, ReduceLROnPlateau):
                 scheduler.step()
-            if trainer._validation_due() and (completed or trainer.should_stop):
-                trainer._evaluate("validation")
+            if context.validation_due() and (completed or trainer.should_stop):
+                context.validate()
                 if isinstance(scheduler, ReduceLROnPlateau):
                     # With several validation loaders, the first one's loss (documented).
                     first = "val_loss" + loader_suffix(0, len(trainer.val_loaders))
                     scheduler.step(trainer.callback_metrics[first])
 
-    def _run_batches(self, loader: Iterable[Any]) -> bool:
+    def _run_batches(self, loader: Iterable[Any], context: LoopContext) -> bool:
         """Run the epoch's batches; ``True`` when the epoch ran to its end.
 
         The iterator is read until it raises ``StopIteration``, as a ``for`` loop reads it:
@@ -119,7 +161,7 @@ class FitLoop:
                     batch = next(batches)
                 except StopIteration:
                     return self._not_empty(batch_idx)
-                if not self._run_batch(batch, batch_idx):
+                if not self._run_batch(batch, batch_idx, context):
                     return False  # ended at the batch's start: it was not trained on
                 batch_idx += 1
         except BaseException:
@@ -142,11 +184,10 @@ class FitLoop:
             "DataLoader or a list, which can be iterated every epoch)"
         )
 
-    def _run_batch(self, raw: Any, batch_idx: int) -> bool:
+    def _run_batch(self, raw: Any, batch_idx: int, context: LoopContext) -> bool:
         """Train on one batch; ``False`` when a batch-start hook ended the epoch instead."""
         trainer = self.trainer
-        state = trainer._state
-        assert state is not None
+        state = context.state
         batch = to_device(raw, state.device)
         state.step, state.epoch, state.batch_idx = (
             trainer.global_step,
@@ -156,20 +197,20 @@ class FitLoop:
         steps_before = trainer.global_step
         # hooks.paired spelt out: this runs at every batch. If the step raises, the end hook is
         # skipped, as in Lightning (the exception goes to on_exception instead).
-        hooks = trainer._hooks
+        hooks = context.hooks
         try:
             hooks.call("on_train_batch_start", batch, batch_idx)
         except StopIteration:
             # As Lightning's epoch loop (2.6) does: a batch-start hook that raises it ends the
             # epoch before the step (e.g. a stop that came while the run waited there).
             return False
-        outputs = checked_output(trainer._training_step(batch, state), "training")
+        outputs = checked_output(context.training_step(batch, state), "training")
         trainer.callback_metrics.update(outputs)
         # Per-step schedules follow real optimizer steps (none while accumulating).
         stepped = trainer.global_step > steps_before
         if stepped and trainer.scheduler is not None and trainer.scheduler_interval == "step":
             trainer.scheduler.step()
         hooks.call("on_train_batch_end", outputs, batch, batch_idx)
-        if trainer._progress.enabled:
-            trainer._progress.advance(trainer.global_step, outputs["loss"])
+        if context.progress.enabled:
+            context.progress.advance(trainer.global_step, outputs["loss"])
         return True

@@ -51,3 +51,18 @@ class StageMetrics:
                 values[name] = metric.compute()
             metric.reset()
         return values
+
+    def fresh_copies(self, stage: str) -> dict[str, Metric]:
+        """Reset copies of ``stage``'s metrics (these keep their state) that never
+        synchronise over the ranks: for a trainer of one process beside the run."""
+        copies = {}
+        for name, metric in self.by_stage[stage].items():
+            twin = metric.clone()
+            twin.reset()
+            twin.distributed_available_fn = _one_process
+            copies[name] = twin
+        return copies
+
+
+def _one_process() -> bool:
+    return False

@@ -1,8 +1,9 @@
 """The default training and evaluation steps: unpack ``(x, y)``, ``loss_fn(model(x), y)``.
 
-Batches are unpacked by :func:`unpack` (tuples, lists, dicts with common keys or the
-trainer's ``batch_keys``), and the model's output is reduced to the predictions the loss
-gets by :func:`predictions` (a tensor; the first item of a tuple; ``logits``).
+Batches are unpacked by :func:`~onthefly.batches.unpack` (tuples, lists, dicts with common
+keys or the trainer's ``batch_keys``), and the model's output is reduced to the predictions
+the loss gets by :func:`~onthefly.batches.predictions` (a tensor; the first item of a tuple;
+``logits``).
 
 The default training step does what a plain PyTorch loop does, in Lightning's hook order::
 
@@ -20,129 +21,11 @@ from typing import Any
 
 import torch
 
+from onthefly.batches import BatchKeys, call_model, predictions, unpack
 from onthefly.errors import ConfigurationError
 from onthefly.native.hooks import Hooks
 from onthefly.native.state import StepState
 from onthefly.samples.slot import observe
-
-INPUT_KEYS = ("x", "input", "inputs", "image", "images", "pixel_values", "input_ids")
-"""Dict keys of the model input, in the order they are looked for."""
-TARGET_KEYS = ("y", "target", "targets", "label", "labels")
-"""Dict keys of the target, in the order they are looked for."""
-MODEL_KEYWORDS = ("attention_mask", "token_type_ids")
-"""Keys kept with ``input_ids``: the model is called ``model(input_ids=…, attention_mask=…)``."""
-
-BatchKeys = tuple[str, str]
-"""``(input_key, target_key)`` of the dict batches, given as ``Trainer(batch_keys=…)``."""
-
-_OWN_STEP = "or register your own step with @trainer.training_step (and @trainer.validation_step)"
-
-
-def unpack(batch: Any, keys: BatchKeys | None = None) -> tuple[Any, Any]:
-    """Split a batch into ``(inputs, targets)``.
-
-    Accepts ``(x, y, ...)`` tuples or lists (extra items are ignored) and dicts: keyed by
-    ``keys`` when given, else by the first of :data:`INPUT_KEYS` and the first of
-    :data:`TARGET_KEYS` present (``image``/``label``, ``pixel_values``/``labels``,
-    ``input_ids``/``labels``, ``input``/``target``, ``x``/``y``, …). With ``input_ids``,
-    the :data:`MODEL_KEYWORDS` present are kept with it: the inputs are then a dict, which
-    :func:`call_model` passes as keyword arguments.
-
-    Args:
-        batch: one batch, as the loader yields it.
-        keys: ``(input_key, target_key)`` for dict batches; ``None``: the common keys.
-
-    Raises:
-        ConfigurationError: for any other batch (the message names the keys it found).
-
-    Example:
-        >>> unpack({"image": 1, "label": 2})
-        (1, 2)
-    """
-    if isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) >= 2:
-        return batch[0], batch[1]
-    if isinstance(batch, Mapping):
-        x_key, y_key = (
-            keys if keys is not None else (_first(batch, INPUT_KEYS), _first(batch, TARGET_KEYS))
-        )
-        if x_key is not None and y_key is not None and x_key in batch and y_key in batch:
-            return _inputs(batch, x_key), batch[y_key]
-        found = ", ".join(repr(k) for k in batch)
-        expected = (
-            f"the keys {keys}"
-            if keys is not None
-            else f"one of {INPUT_KEYS} and one of {TARGET_KEYS}; name yours with "
-            "Trainer(batch_keys=(input_key, target_key))"
-        )
-        raise ConfigurationError(
-            f"the default step found no input/target in a dict batch with keys {found}; "
-            f"expected {expected}, {_OWN_STEP}"
-        )
-    raise ConfigurationError(
-        f"the default step cannot unpack a batch of type {type(batch).__name__}; expected an "
-        f"(x, y, ...) tuple/list or a dict with input and target keys, {_OWN_STEP}"
-    )
-
-
-def _first(batch: Mapping[str, Any], names: tuple[str, ...]) -> str | None:
-    return next((k for k in names if k in batch), None)
-
-
-def _inputs(batch: Mapping[str, Any], key: str) -> Any:
-    if key != "input_ids":
-        return batch[key]
-    extra = {k: batch[k] for k in MODEL_KEYWORDS if k in batch}
-    return {key: batch[key], **extra} if extra else batch[key]
-
-
-def call_model(model: Any, inputs: Any) -> Any:
-    """``model(inputs)``; inputs that :func:`unpack` made a dict go as keyword arguments."""
-    return model(**inputs) if type(inputs) is dict else model(inputs)
-
-
-def predictions(output: Any) -> Any:
-    """What the loss function gets of a model's output.
-
-    A tensor as it is; of a tuple or list its first element (``(logits, features)``); of a
-    dict its ``"logits"``; of another object its ``.logits`` (Hugging Face model outputs).
-
-    Raises:
-        ConfigurationError: for an output none of these rules applies to.
-
-    Example:
-        >>> predictions((1, 2))
-        1
-    """
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, (tuple, list)) and output:
-        return output[0]
-    if isinstance(output, Mapping):
-        if "logits" in output:
-            return output["logits"]
-        found = ", ".join(repr(k) for k in output)
-    elif hasattr(output, "logits"):
-        return output.logits
-    else:
-        found = None
-    got = f"a dict with keys {found}" if found is not None else f"a {type(output).__name__}"
-    raise ConfigurationError(
-        f"the default step cannot tell the predictions in the model's output ({got}); "
-        "expected a tensor, a tuple/list (its first item), a dict with 'logits' or an object "
-        f"with .logits, {_OWN_STEP}"
-    )
-
-
-def batch_size(batch: Any) -> int:
-    """The number of samples in a batch: the first dimension of its first tensor (1 if none)."""
-    if isinstance(batch, torch.Tensor):
-        return int(batch.shape[0]) if batch.dim() else 1
-    items = batch.values() if isinstance(batch, Mapping) else batch
-    if isinstance(batch, (Mapping, tuple, list)):
-        for value in items:
-            if isinstance(value, torch.Tensor) and value.dim():
-                return int(value.shape[0])
-    return 1
 
 
 def _loss(
@@ -216,7 +99,7 @@ class DefaultTrainingStep:
         self, hooks: Hooks, grad_clip_norm: float | None, batch_keys: BatchKeys | None = None
     ) -> None:
         self._hooks = hooks
-        self._grad_clip_norm = grad_clip_norm
+        self.grad_clip_norm = grad_clip_norm
         self._batch_keys = batch_keys
         self.grad_norm: torch.Tensor | None = None
 
@@ -231,9 +114,9 @@ class DefaultTrainingStep:
             # Lightning unscales before on_before_optimizer_step so hooks see true gradients.
             scaler.unscale_(optimizer)
         self._hooks.call("on_before_optimizer_step", optimizer)
-        if self._grad_clip_norm is not None:
+        if self.grad_clip_norm is not None:
             self.grad_norm = torch.nn.utils.clip_grad_norm_(
-                state.model.parameters(), self._grad_clip_norm
+                state.model.parameters(), self.grad_clip_norm
             )
         scaler.step(optimizer)
         scaler.update()

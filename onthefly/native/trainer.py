@@ -1,12 +1,16 @@
-"""``onthefly.Trainer``: train a plain PyTorch model with OnTheFly's callbacks attached."""
+"""The native loop's ``Trainer``: train a plain PyTorch model, driving Lightning callbacks.
+
+It knows no feature of OnTheFly: ``onthefly.Trainer`` (:mod:`onthefly.trainer`) is this
+trainer with the OnTheFly callback attached, as ``attach_lightning`` attaches it to a
+``lightning.Trainer``.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -14,27 +18,24 @@ from torch import nn
 
 from onthefly.distributed.group import failure, is_collective_failure
 from onthefly.distributed.launch import join_from_environment, wrap_model
-from onthefly.distributed.reduce import mean_over_ranks
 from onthefly.distributed.sharding import shard_loader
 from onthefly.errors import ConfigurationError
 from onthefly.native.config import (
     check_fit_args,
     check_limits,
     rank_and_world_size,
-    session_enabled,
 )
 from onthefly.native.device import resolve_device
-from onthefly.native.evaluation import evaluate, loaders_of
+from onthefly.native.evaluation import loaders_of
 from onthefly.native.hooks import Hooks, callback_list
-from onthefly.native.loop import FitLoop
+from onthefly.native.loop import FitLoop, LoopContext
 from onthefly.native.metrics import StageMetrics
 from onthefly.native.optimizer_steps import observe_steps
 from onthefly.native.precision import make_autocast, make_scaler, parse_precision
 from onthefly.native.progress import ProgressBar
+from onthefly.native.stages import Stages
 from onthefly.native.state import StepState
 from onthefly.native.step import DefaultEvaluationStep, DefaultTrainingStep, check_batch_keys
-from onthefly.sessions import loader_rng
-from onthefly.sessions.data_position import TrackedLoader
 
 _log = logging.getLogger("onthefly")
 
@@ -58,13 +59,10 @@ class Trainer:
     exported and probed); the steps call ``state.model``, its DDP wrapper.
 
     Args:
-        project: the project the run belongs to (groups runs in the dashboard).
-        run_name: the run's name; the session picks one when ``None``.
         max_epochs: stop after this many epochs (``None`` or ``-1``: no epoch limit).
         max_steps: stop after this many optimizer steps (``None``: no step limit). One of the two
             limits is required. Both stay writable during the run (``trainer.max_epochs``, or
             Lightning's spelling ``trainer.fit_loop.max_epochs``).
-        do_test_after: evaluate ``test_loader`` when training ends (done by the session).
         val_every_n_epochs: validate on ``val_loader`` every n epochs; ``0`` never. ``None``
             (not given) is ``0``, and ``fit`` with a ``val_loader`` then logs that validation
             is off.
@@ -81,27 +79,22 @@ class Trainer:
         batch_keys: ``(input_key, target_key)`` of dict batches for the default steps;
             ``None``: the common keys (``image``/``label``, ``input_ids``/``labels``, …; see
             ``docs/per-sample.md``).
-        session: attach the OnTheFly session (live dashboard). ``None`` (default) means on,
-            unless the environment sets ``ONTHEFLY_SESSION=0``; ``False`` runs the bare loop.
-        **session_options: further keyword arguments for the session callback
-            (``onthefly.OnTheFly``).
+        ranks: ``(global rank, world size)`` to train as; ``None`` (default): the process
+            group's, if any (see :meth:`nested`).
 
     Raises:
         ConfigurationError: for an invalid argument (the message says what was expected).
 
     Example:
-        >>> trainer = onthefly.Trainer(project="mnist", max_epochs=3, val_every_n_epochs=1)
+        >>> trainer = Trainer(max_epochs=3, val_every_n_epochs=1, callbacks=[EarlyStopping(...)])
         >>> trainer.fit(model=model, optimizer=opt, loss_fn=nn.CrossEntropyLoss(),
         ...             train_loader=train, val_loader=val)
     """
 
     def __init__(
         self,
-        project: str,
-        run_name: str | None = None,
         max_epochs: int | None = None,
         max_steps: int | None = None,
-        do_test_after: bool = False,
         val_every_n_epochs: int | None = None,
         callbacks: Sequence[object] | object = (),
         precision: str | int = "32",
@@ -109,12 +102,9 @@ class Trainer:
         grad_clip_norm: float | None = None,
         metrics: Mapping[str, Any] | None = None,
         progress_bar: bool = True,
-        session: bool | None = None,
         batch_keys: tuple[str, str] | None = None,
-        **session_options: Any,
+        ranks: tuple[int, int] | None = None,
     ) -> None:
-        if not isinstance(project, str) or not project.strip():
-            raise ConfigurationError(f"project={project!r}; expected a non-empty name")
         self._validation_given = val_every_n_epochs is not None
         if val_every_n_epochs is None:
             val_every_n_epochs = 0
@@ -124,9 +114,6 @@ class Trainer:
             )
         if grad_clip_norm is not None and not grad_clip_norm > 0:
             raise ConfigurationError(f"grad_clip_norm={grad_clip_norm!r}; expected > 0 or None")
-        self.project = project
-        self.run_name = run_name
-        self.do_test_after = do_test_after
         self.val_every_n_epochs = val_every_n_epochs
         self.precision = parse_precision(precision)
         self.device = join_from_environment(resolve_device(device))
@@ -137,7 +124,8 @@ class Trainer:
         self.global_step = 0
         self.should_stop = False
         self.callback_metrics: dict[str, Any] = {}
-        self.global_rank, self.world_size = rank_and_world_size()
+        self._ranks = ranks
+        self.global_rank, self.world_size = ranks or rank_and_world_size()
         self.is_global_zero = self.global_rank == 0
         self.sanity_checking = False  # Lightning callbacks read it; no sanity check runs here
 
@@ -154,48 +142,18 @@ class Trainer:
         self.evaluation_label: str | None = None
         self.resume_from: str | os.PathLike[str] | None = None
 
-        self._session = session_enabled(session)
-        if session_options and not self._session:
-            raise ConfigurationError(
-                f"session options {sorted(session_options)} were given with the session off; "
-                "drop them or enable the session"
-            )
-        self._session_options = session_options
-        self.callbacks: list[object] = self._session_callbacks() + callback_list(callbacks)
+        self.callbacks: list[object] = callback_list(callbacks)
         self._hooks = Hooks(self, self.callbacks)
         self._metrics = StageMetrics(metrics, self.device)
         self._progress = ProgressBar(progress_bar and self.is_global_zero)
         self.batch_keys = check_batch_keys(batch_keys)
         self._default_step = DefaultTrainingStep(self._hooks, grad_clip_norm, self.batch_keys)
         self._training_step: Callable[[Any, StepState], Any] = self._default_step
-        self._validation_step: Callable[[Any, StepState], Any] = DefaultEvaluationStep(
-            self.batch_keys
+        self._stages = Stages(
+            self, self._hooks, self._metrics, self._progress, DefaultEvaluationStep(self.batch_keys)
         )
         self._custom_training_step = False
         self._state: StepState | None = None
-        self._fitting = False
-
-    # --- the session: the one place the OnTheFly callback is attached ---------------------
-
-    def _session_callbacks(self) -> list[object]:
-        """The OnTheFly session callback built from this Trainer's arguments, placed first."""
-        if not self._session:
-            return []
-        try:
-            from onthefly.callbacks.onthefly import OnTheFly
-        except ModuleNotFoundError as exc:
-            # Tolerated so that the loop stays usable in a checkout without the session module.
-            if exc.name != "onthefly.callbacks.onthefly":
-                raise
-            _log.warning("onthefly.callbacks.onthefly is unavailable; training without a session")
-            return []
-        session = OnTheFly(
-            project=self.project,
-            run_name=self.run_name,
-            do_test_after=self.do_test_after,
-            **self._session_options,
-        )
-        return [session]
 
     # --- TrainerHost ----------------------------------------------------------------------
 
@@ -226,6 +184,11 @@ class Trainer:
     def optimizers(self) -> list[torch.optim.Optimizer]:
         """The run's optimizers (Lightning's name): ``[optimizer]`` once ``fit`` started."""
         return [] if self.optimizer is None else [self.optimizer]
+
+    @property
+    def step_state(self) -> StepState | None:
+        """What the steps get besides the batch (``None`` before ``fit``)."""
+        return self._state
 
     @property
     def grad_norm(self) -> torch.Tensor | None:
@@ -278,7 +241,7 @@ class Trainer:
         Raises:
             ConfigurationError: when ``fn`` is not callable.
         """
-        self._validation_step = _callable(fn, "validation_step")
+        self._stages.step = _callable(fn, "validation_step")
         return fn
 
     # --- running ----------------------------------------------------------------------------
@@ -340,7 +303,7 @@ class Trainer:
                 "val_every_n_epochs; pass onthefly.Trainer(val_every_n_epochs=1) to run it"
             )
         # A process group the script initialised after creating the trainer counts too.
-        self.global_rank, self.world_size = rank_and_world_size()
+        self.global_rank, self.world_size = self._ranks or rank_and_world_size()
         self.is_global_zero = self.global_rank == 0
         self.model = stepped = model.to(self.device)
         if self.world_size > 1:
@@ -375,17 +338,17 @@ class Trainer:
         # The default step fires on_before_optimizer_step itself (before clipping, as
         # Lightning does); a custom step's optimizer.step() is observed instead.
         before = self._before_optimizer_step if self._custom_training_step else None
-        with self._stage("fit"), observe_steps(optimizer, before, self._count_step):
-            self._fitting = True
+        with self._stages.stage("fit"), observe_steps(optimizer, before, self._count_step):
+            self._stages.fitting = True
             try:
-                self.fit_loop.run()
+                self.fit_loop.run(self._loop_context())
             except RuntimeError as exc:
                 if self.world_size > 1 and is_collective_failure(exc):
                     what = f"collective of training step {self.global_step + 1}"
                     raise failure(self.global_rank, what, exc) from exc
                 raise
             finally:
-                self._fitting = False
+                self._stages.fitting = False
 
     def run_validation(self, isolated: bool | None = None) -> dict[str, Any]:
         """Evaluate ``val_loader`` now (firing the ``on_validation_*`` hooks).
@@ -408,7 +371,7 @@ class Trainer:
         Raises:
             ConfigurationError: before ``fit``, or without a ``val_loader``.
         """
-        return _numbers(self._run_evaluation("validation", isolated))
+        return self._stages.run("validation", isolated)
 
     def run_test(self, label: str | None = None, isolated: bool | None = None) -> dict[str, Any]:
         """Evaluate ``test_loader`` now (firing the ``on_test_*`` hooks in Lightning's order).
@@ -431,9 +394,50 @@ class Trainer:
         """
         self.evaluation_label = label
         try:
-            return _numbers(self._run_evaluation("test", isolated))
+            return self._stages.run("test", isolated)
         finally:
             self.evaluation_label = None
+
+    def nested(
+        self,
+        *,
+        max_steps: int | None = None,
+        max_epochs: int | None = None,
+        callbacks: Sequence[object] = (),
+    ) -> Trainer:
+        """A trainer with this one's settings, to train a copy of the model beside the run
+        (a fork) in this process alone.
+
+        It takes this trainer's custom training step, precision, device, clipping, batch
+        keys and fresh copies of its training metrics; it has no session, no progress bar,
+        and one process whatever process group the run has (no DDP wrapper, no sharding, no
+        reduction over the ranks, no metric synchronisation): the other ranks hold while it
+        trains.
+
+        Args:
+            max_steps: its step limit (``None``: none).
+            max_epochs: its epoch limit (``None``: none).
+            callbacks: its callbacks.
+
+        Example:
+            >>> fork = trainer.nested(max_steps=20)  # doctest: +SKIP
+            >>> fork.fit(model=copy, optimizer=opt, loss_fn=trainer.loss_fn, train_loader=part)
+        """
+        fork = Trainer(
+            metrics=self._metrics.fresh_copies("train"),
+            max_steps=max_steps,
+            max_epochs=max_epochs,
+            callbacks=callbacks,
+            precision=self.precision,
+            device=self.device,
+            grad_clip_norm=self._default_step.grad_clip_norm,
+            progress_bar=False,
+            batch_keys=self.batch_keys,  # the slice's batches are the run's
+            ranks=(0, 1),
+        )
+        if self._custom_training_step:  # the user's own step
+            fork.training_step(self._training_step)
+        return fork
 
     def callback_states(self) -> dict[str, dict[str, Any]]:
         """Each stateful callback's ``state_dict()``, keyed by its ``state_key``
@@ -446,62 +450,21 @@ class Trainer:
 
     # --- internals used by the loops ------------------------------------------------------
 
+    def _loop_context(self) -> LoopContext:
+        assert self._state is not None
+        return LoopContext(
+            hooks=self._hooks,
+            progress=self._progress,
+            metrics=self._metrics,
+            state=self._state,
+            training_step=self._training_step,
+            validation_due=self._validation_due,
+            validate=functools.partial(self._stages.evaluate, "validation"),
+        )
+
     def _validation_due(self) -> bool:
         n = self.val_every_n_epochs
         return n > 0 and self.val_loader is not None and (self.current_epoch + 1) % n == 0
-
-    def _evaluate(self, stage: str) -> dict[str, torch.Tensor]:
-        assert self._state is not None
-        loaders = self.val_loaders if stage == "validation" else self.test_loaders
-        assert loaders and self.model is not None
-        # The plain module evaluates: DDP's forward would sync buffers with the other ranks.
-        state = dataclasses.replace(
-            self._state, model=self.model, metrics=self._metrics.by_stage[stage]
-        )
-        return evaluate(
-            stage,
-            loaders,
-            self._validation_step,
-            state,
-            self._hooks,
-            self._metrics,
-            self.callback_metrics,
-            reduce=mean_over_ranks if self.world_size > 1 else None,
-        )
-
-    def _run_evaluation(self, stage: str, isolated: bool | None) -> dict[str, torch.Tensor]:
-        validating = stage == "validation"
-        method = "run_validation" if validating else "run_test"
-        arg = "val_loader" if validating else "test_loader"
-        if self._state is None:
-            raise ConfigurationError(f"{method}() needs a model: call fit() first")
-        if getattr(self, arg) is None:
-            raise ConfigurationError(f"{method}() found no {arg}; pass {arg}= to fit()")
-        if isolated is None:
-            isolated = self._fitting
-        loaders = [
-            TrackedLoader.unwrap(loader)
-            for loader in (self.train_loader, *self.val_loaders, *self.test_loaders)
-        ]
-        with loader_rng.preserved(loaders) if isolated else nullcontext():
-            if self._fitting:
-                return self._evaluate(stage)
-            with self._stage("validate" if validating else "test"):
-                return self._evaluate(stage)
-
-    @contextmanager
-    def _stage(self, stage: str) -> Iterator[None]:
-        # Unlike Lightning, teardown also runs after an exception (and after Ctrl-C), so
-        # callbacks always release what they opened; the exception is then re-raised.
-        try:
-            self._hooks.call("setup", stage=stage)
-            yield
-        except BaseException as exc:
-            self._hooks.call("on_exception", exc)
-            raise
-        finally:
-            self._progress.close()
-            self._hooks.call("teardown", stage=stage)
 
     def _before_optimizer_step(self) -> None:
         self._hooks.call("on_before_optimizer_step", self.optimizer)
@@ -516,11 +479,3 @@ def _callable(fn: Any, name: str) -> Any:
             f"@trainer.{name} got {fn!r}; expected a function fn(batch, state) -> dict"
         )
     return fn
-
-
-def _numbers(results: Mapping[str, Any]) -> dict[str, Any]:
-    # One host sync per evaluation: the results leave the device here.
-    return {
-        k: float(v) if isinstance(v, torch.Tensor) and v.numel() == 1 else v
-        for k, v in results.items()
-    }

@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from onthefly.dataloaders import RECORDER
+
 log = logging.getLogger(__name__)
 
 ID_KEYS = ("index", "idx")
@@ -75,26 +77,11 @@ def _recording_class(cls: type, recorder: IndexRecorder) -> type:
 
     namespace = {
         "__iter__": __iter__,
-        "_onthefly_recorder": recorder,
+        RECORDER: recorder,
         "__module__": cls.__module__,
         "__qualname__": cls.__qualname__,
     }
     return type(cls.__name__, (cls,), namespace)
-
-
-def drop_recorded(loader: Any, count: int) -> None:
-    """Forget the ``count`` oldest index lists recorded from ``loader``'s sampler.
-
-    A resumed epoch skips the batches already trained on by drawing them from the loader;
-    their index lists were recorded but will never be trained on, so the recording must drop
-    them to stay in step with the batches. A no-op for a loader that is not recorded.
-    """
-    sampler = getattr(loader, "batch_sampler", None)
-    if sampler is None:
-        sampler = getattr(loader, "sampler", None)
-    recorder = getattr(type(sampler), "_onthefly_recorder", None)
-    if isinstance(recorder, IndexRecorder):
-        recorder.drop(count)
 
 
 class SamplerTaps:

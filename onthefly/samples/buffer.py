@@ -1,26 +1,24 @@
 """Per-batch sample values kept on their device and shipped to the host in batches.
 
-Like the telemetry's step buffer (whose device-to-host copy it reuses): each training batch
-only appends references (a few hundred nanoseconds); every ``every_steps`` batches (or
-``every_s`` seconds) the batches' tensors are concatenated into one tensor per column and
-copied once — on CUDA without blocking, into pinned memory, polled at later batches. The
-host side receives :class:`Chunk` s in batch order.
+Like the telemetry's step buffer (both ship through :class:`onthefly.transfers.Batches`):
+each training batch only appends references (a few hundred nanoseconds); every
+``every_steps`` batches (or ``every_s`` seconds) the batches' tensors are concatenated into
+one tensor per column and copied once — on CUDA without blocking, into pinned memory,
+polled at later batches. The host side receives :class:`Chunk` s in batch order.
 """
 
 from __future__ import annotations
 
 import itertools
-import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from onthefly.callbacks._step_buffer import _copy_to_host, _Part
 from onthefly.samples.attribution import Ids
 from onthefly.samples.capture import SampleValues, host_values
+from onthefly.transfers import Batches, HostCopy, copy_to_host
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ class _Transfer:
 
     rows: list[_Row]
     sizes: np.ndarray
-    parts: dict[str, _Part] = field(default_factory=dict)
+    parts: dict[str, HostCopy] = field(default_factory=dict)
 
     def ready(self) -> bool:
         return all(part.ready() for part in self.parts.values())
@@ -107,7 +105,7 @@ class _Transfer:
         return np.concatenate(out).astype(np.int64, copy=False)
 
 
-def _host(part: _Part | None, dtype: type, fill: float, total: int) -> np.ndarray:
+def _host(part: HostCopy | None, dtype: type, fill: float, total: int) -> np.ndarray:
     if part is None:
         return np.full(total, fill, dtype=dtype)
     return part.host.numpy().astype(dtype)
@@ -165,53 +163,29 @@ class SampleBuffer:
     def __init__(
         self, sink: Callable[[Chunk], None], every_steps: int = 64, every_s: float = 0.5
     ) -> None:
-        self._sink = sink
-        self._every_steps = every_steps
-        self._every_s = every_s
-        self._rows: list[_Row] = []
-        self._in_flight: deque[_Transfer] = deque()
-        self._last_start = time.monotonic()
+        # The clock is read every few batches only.
+        self._batches = Batches(
+            _start, lambda transfer: sink(transfer.chunk()), every_steps, every_s, clock_every=8
+        )
 
     def add(self, step: int, epoch: int, ids: Ids, values: SampleValues) -> None:
         """Record one batch; never waits for the device."""
-        rows = self._rows
-        rows.append((step, epoch, ids, values))
-        if len(rows) >= self._every_steps:
-            self._start(time.monotonic())
-        elif len(rows) % 8 == 0:  # the clock is read every few batches only
-            now = time.monotonic()
-            if now - self._last_start >= self._every_s:
-                self._start(now)
-        if self._in_flight:
-            self._deliver(wait=False)
+        self._batches.add((step, epoch, ids, values))
 
     def flush(self) -> None:
         """Ship everything recorded so far and wait for it (pause, epoch end, end of run)."""
-        if self._rows:
-            self._start(time.monotonic())
-        self._deliver(wait=True)
+        self._batches.flush()
 
-    def _start(self, now: float) -> None:
-        rows = self._rows
-        self._rows = []
-        self._last_start = now
-        sizes = np.fromiter((len(row[2]) for row in rows), np.int64, len(rows))
-        transfer = _Transfer(rows, sizes)
-        columns = {name: _column(rows, name, sizes) for name, _, _ in _COLUMNS}
-        tensor_ids = [row[2] for row in rows if isinstance(row[2], torch.Tensor)]
-        if tensor_ids:
-            columns["ids"] = torch.cat(tensor_ids)
-        for name, stacked in columns.items():
-            if stacked is not None:
-                transfer.parts[name] = _copy_to_host(stacked.device, [], stacked)
-        self._in_flight.append(transfer)
 
-    def _deliver(self, wait: bool) -> None:
-        while self._in_flight:
-            head = self._in_flight[0]
-            if wait:
-                head.wait()
-            elif not head.ready():
-                return
-            self._in_flight.popleft()
-            self._sink(head.chunk())
+def _start(rows: list[_Row]) -> _Transfer:
+    """Concatenate each column of the rows into one tensor and start copying it to the host."""
+    sizes = np.fromiter((len(row[2]) for row in rows), np.int64, len(rows))
+    transfer = _Transfer(rows, sizes)
+    columns = {name: _column(rows, name, sizes) for name, _, _ in _COLUMNS}
+    tensor_ids = [row[2] for row in rows if isinstance(row[2], torch.Tensor)]
+    if tensor_ids:
+        columns["ids"] = torch.cat(tensor_ids)
+    for name, stacked in columns.items():
+        if stacked is not None:
+            transfer.parts[name] = copy_to_host(stacked)
+    return transfer

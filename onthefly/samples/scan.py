@@ -28,8 +28,8 @@ from lightning.pytorch.utilities.seed import isolate_rng
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
+from onthefly.batches import BatchKeys, batch_size, call_model, predictions, unpack
 from onthefly.dataloaders import loader_like
-from onthefly.native.step import BatchKeys, batch_size, call_model, predictions, unpack
 from onthefly.samples.attribution import ids_from_batch
 from onthefly.samples.capture import LossSpec, host_values, per_sample
 from onthefly.samples.store import ScanResult
@@ -144,7 +144,7 @@ def run_scan(
         progress_every_s: seconds between two progress calls.
         cancelled: checked before each batch; ``True`` abandons the scan.
         batch_keys: ``(input_key, target_key)`` of dict batches (see
-            :func:`~onthefly.native.step.unpack`).
+            :func:`~onthefly.batches.unpack`).
 
     Returns:
         The result, or ``None`` when cancelled.

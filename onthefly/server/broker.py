@@ -24,7 +24,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 
-from onthefly import __version__
 from onthefly.protocol import (
     CONTROL_COMMANDS,
     EXCLUSIVE_COMMANDS,
@@ -54,6 +53,7 @@ from onthefly.server.outbox import Outbox, StreamEvent
 from onthefly.server.pending import PendingCommand
 from onthefly.server.runs import RunTable, render_snapshot
 from onthefly.server.staging import EventStager, RawEvent
+from onthefly.version import __version__
 
 logger = logging.getLogger("onthefly.server")
 

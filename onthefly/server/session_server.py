@@ -71,7 +71,7 @@ class SessionServer:
         ...         loss = {"loss": 1 / (step + 1)}
         ...         server.publish(server.main_run, MetricsBody(step=step, epoch=0, values=loss))
         ...         while not server.inbox.empty():
-        ...             server.inbox.get_nowait().reply(step=step)
+        ...             server.inbox.get_nowait().relay({"step": step})
     """
 
     def __init__(

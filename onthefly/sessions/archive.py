@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import zipfile
 import zlib
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, TypeVar, cast
 
@@ -32,43 +30,14 @@ from pydantic import BaseModel, ValidationError
 from onthefly.errors import SessionFileError
 from onthefly.sessions import bounded_json
 from onthefly.sessions.manifest import MANIFEST_NAME, Manifest, validate_manifest
+from onthefly.sessions.members import Limits, checked_infos
 from onthefly.sessions.signals import signals_deferred
 
 SUFFIX = ".otf"
 _CHUNK = 8 << 20
 _LOCAL_HEADER = b"PK\x03\x04"
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 Model = TypeVar("Model", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds a session file must respect before anything in it is decompressed.
-
-    Attributes:
-        max_members: most members in the archive.
-        max_member_bytes: largest uncompressed member.
-        max_total_bytes: largest sum of uncompressed members.
-        max_ratio: largest uncompressed/compressed ratio of a deflated member (zip bombs).
-        max_json_bytes: largest JSON member read into memory (the history).
-        max_json_memory: most memory a JSON member may take once parsed (estimated before
-            parsing; see :mod:`onthefly.sessions.bounded_json`).
-        max_manifest_bytes, max_manifest_memory: the same two for ``manifest.json``, read
-            by every command that opens a file (``onthefly inspect`` reads nothing else).
-        max_json_depth: deepest nesting of a JSON member.
-        verify_bytes: tensor members up to this size are checksummed on every load.
-    """
-
-    max_members: int = 100_000
-    max_member_bytes: int = 64 << 30
-    max_total_bytes: int = 256 << 30
-    max_ratio: float = 1000.0
-    max_json_bytes: int = 256 << 20
-    max_json_memory: int = 768 << 20
-    max_manifest_bytes: int = 16 << 20
-    max_manifest_memory: int = 48 << 20
-    max_json_depth: int = 64
-    verify_bytes: int = 16 << 20
+_DEFAULT_LIMITS = Limits()
 
 
 # ----------------------------------------------------------------------------------- reading
@@ -90,7 +59,7 @@ class SessionArchive:
         ...     print(archive.manifest.step, archive.names())
     """
 
-    def __init__(self, path: str | os.PathLike[str], limits: Limits = Limits()) -> None:
+    def __init__(self, path: str | os.PathLike[str], limits: Limits = _DEFAULT_LIMITS) -> None:
         self.path = Path(path)
         self.limits = limits
         if not self.path.is_file():
@@ -102,7 +71,7 @@ class SessionArchive:
                 f"{self.path} is not a readable session file (corrupt or truncated: {exc})"
             ) from None
         try:
-            self._infos = _checked_infos(self._zip, self.path, limits)
+            self._infos = checked_infos(self._zip, self.path, limits)
             if MANIFEST_NAME not in self._infos:
                 raise SessionFileError(
                     f"{self.path} is not an OnTheFly session file: it has no {MANIFEST_NAME}"
@@ -297,84 +266,6 @@ class SessionArchive:
         name_len = int.from_bytes(header[26:28], "little")
         extra_len = int.from_bytes(header[28:30], "little")
         return info.header_offset + 30 + name_len + extra_len
-
-
-def _checked_infos(
-    archive: zipfile.ZipFile, path: Path, limits: Limits
-) -> dict[str, zipfile.ZipInfo]:
-    infos = archive.infolist()
-    if len(infos) > limits.max_members:
-        raise SessionFileError(
-            f"{path} has {len(infos)} members; expected at most {limits.max_members}"
-        )
-    checked: dict[str, zipfile.ZipInfo] = {}
-    folders: set[str] = set()
-    total = 0
-    for info in infos:
-        name = info.filename
-        if not safe_member_name(name):
-            raise SessionFileError(
-                f"{path} has an unsafe member name {name!r}; expected relative names "
-                "without '..', backslashes or control characters"
-            )
-        if name in checked:
-            raise SessionFileError(f"{path} holds the member {name!r} twice")
-        _check_no_collision(path, name, checked, folders)
-        if info.file_size > limits.max_member_bytes:
-            raise SessionFileError(
-                f"{path}: member {name} is {info.file_size} bytes; expected at most "
-                f"{limits.max_member_bytes}"
-            )
-        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            raise SessionFileError(f"{path}: member {name} uses an unsupported compression")
-        ratio = info.file_size / max(info.compress_size, 1)
-        if info.compress_type == zipfile.ZIP_DEFLATED and ratio > limits.max_ratio:
-            raise SessionFileError(
-                f"{path}: member {name} expands {ratio:.0f}-fold; expected at most "
-                f"{limits.max_ratio:.0f} (a zip bomb?)"
-            )
-        total += info.file_size
-        checked[name] = info
-    if total > limits.max_total_bytes:
-        raise SessionFileError(
-            f"{path} expands to {total} bytes; expected at most {limits.max_total_bytes}"
-        )
-    return checked
-
-
-def _check_no_collision(
-    path: Path, name: str, files: dict[str, zipfile.ZipInfo], folders: set[str]
-) -> None:
-    """Refuse a name that is a file of one member and a folder of another (``files/x`` and
-    ``files/x/y``): extracting both cannot work."""
-    parts = name.rstrip("/").split("/")
-    parents = ["/".join(parts[:i]) for i in range(1, len(parts))]
-    clash = next((p for p in parents if p in files), None)
-    if clash is None and not name.endswith("/") and name in folders:
-        clash = name
-    if clash is not None:
-        raise SessionFileError(
-            f"{path} has {clash!r} both as a file and as a folder of other members; expected "
-            "each name to be one or the other"
-        )
-    folders.update(parents)
-    if name.endswith("/"):
-        folders.add(name.rstrip("/"))
-
-
-def safe_member_name(name: str) -> bool:
-    """Whether a member name is a plain relative POSIX path (no ``..``, root or drive).
-
-    Example:
-        >>> safe_member_name("files/samples/train.parquet"), safe_member_name("../x")
-        (True, False)
-    """
-    if not name or len(name) > 1024 or "\\" in name or _CONTROL.search(name):
-        return False
-    path = PurePosixPath(name)
-    if path.is_absolute() or ":" in path.parts[0]:
-        return False
-    return all(part not in ("", ".", "..") for part in name.rstrip("/").split("/"))
 
 
 class _Window(io.RawIOBase):

@@ -35,8 +35,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
-from onthefly.dataloaders import release_workers
-from onthefly.samples import attribution
+from onthefly.dataloaders import forget_drawn, release_workers
 from onthefly.sessions import loader_rng, rng
 from onthefly.sessions.rng import RngState
 
@@ -273,7 +272,7 @@ class Resume:
         _skip(loader, inner, position.consumed)
         # The skipped batches' indices were drawn from the sampler: the per-sample
         # attribution must not hand them to the batches that are trained next.
-        attribution.drop_recorded(loader, position.consumed)
+        forget_drawn(loader, position.consumed)
         replay = []
         for state in position.pending_rng:
             loader_rng.restore(loader, state)

@@ -11,21 +11,21 @@ right after ``train_dataloader()`` returned (nothing between that and the iterat
 creation draws random numbers in Lightning 2.6's own code). A resume rebuilds the
 fetcher's iterator from the armed wrappers.
 
-Lightning's private attributes used here (``fit_loop._combined_loader``, its
-``_iterator``, ``fit_loop._data_source``, ``fit_loop._data_fetcher``) were checked against
-Lightning 2.6.
+What each trainer holds (Lightning's ``CombinedLoader`` and its live iterator, the native
+trainer's ``train_loader``) is reached through its driver
+(:meth:`~onthefly.drivers.base.Driver.train_loaders`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
 
-from onthefly.callbacks._driver import is_lightning
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.sessions import loader_rng, rng
 from onthefly.sessions.data_position import (
     DataPosition,
@@ -50,10 +50,10 @@ class Requested:
     generators: list[tuple[torch.Generator, torch.Tensor]] = field(default_factory=list)
 
     @classmethod
-    def take(cls, requested: Any) -> Requested:
-        """The state now, for the loaders Lightning was just handed (any nesting)."""
+    def take(cls, requested: list[Any]) -> Requested:
+        """The state now, for the loaders Lightning was just handed."""
         found: list[tuple[torch.Generator, torch.Tensor]] = []
-        for loader in _flattened(requested):
+        for loader in requested:
             for generator in loader_rng.generators(loader):
                 if not any(generator is g for g, _ in found):
                     found.append((generator, generator.get_state()))
@@ -77,52 +77,8 @@ class Requested:
         return state
 
 
-def _flattened(loaders: Any) -> list[Any]:
-    if isinstance(loaders, Mapping):
-        return [item for value in loaders.values() for item in _flattened(value)]
-    if isinstance(loaders, (list, tuple)):
-        return [item for value in loaders for item in _flattened(value)]
-    flattened = getattr(loaders, "flattened", None)  # a CombinedLoader
-    return list(flattened) if isinstance(flattened, list) else [loaders]
-
-
-def on_request(trainer: Any, listener: Callable[[Any], None]) -> Callable[[], None] | None:
-    """Lightning: call ``listener(loaders)`` each time the fit loop requests its training
-    loaders, right after the module's (or datamodule's) ``train_dataloader()`` returned.
-
-    Returns:
-        A function that stops listening, or ``None`` when the trainer's data source cannot
-        be reached.
-    """
-    source = getattr(getattr(trainer, "fit_loop", None), "_data_source", None)
-    if source is None or not callable(getattr(source, "dataloader", None)):
-        return None
-    request = source.dataloader
-    own = vars(source)
-    had, previous = "dataloader" in own, own.get("dataloader")
-    listening = [True]
-
-    def dataloader() -> Any:
-        loaders = request()
-        if listening[0]:
-            listener(loaders)
-        return loaders
-
-    source.dataloader = dataloader
-
-    def stop() -> None:
-        listening[0] = False
-        if own.get("dataloader") is dataloader:  # else a later listener wraps this one
-            if had:
-                own["dataloader"] = previous
-            else:
-                del own["dataloader"]
-
-    return stop
-
-
 def track(
-    trainer: Any, requested: Requested | None, watch: Callable[[], bool] | None = None
+    trainer: TrainerHost, requested: Requested | None, watch: Callable[[], bool] | None = None
 ) -> None:
     """Wrap the training loaders (idempotent; call at ``on_train_start`` and each epoch start).
 
@@ -133,19 +89,18 @@ def track(
         watch: native: whether an export may come before a batch fetched now is trained
             (see :attr:`TrackedIterator.watch`).
     """
-    if not is_lightning(trainer):
-        if trainer.train_loader is not None:
-            trainer.train_loader = TrackedLoader.wrap(trainer.train_loader)
-            trainer.train_loader.watch = watch
+    run = driver(trainer)
+    raw = run.train_loaders()
+    if not run.fetches_ahead:
+        if raw and raw[0] is not None:
+            run.replace_train_loaders([TrackedLoader.wrap(loader) for loader in raw])
+            for loader in run.train_loaders():
+                loader.watch = watch
         return
-    combined = trainer.fit_loop._combined_loader
-    if combined is None:
+    if not raw or all(isinstance(loader, TrackedLoader) for loader in raw):
         return
-    raw = list(combined.flattened)
-    if all(isinstance(loader, TrackedLoader) for loader in raw):
-        return
-    combined.flattened = [TrackedLoader.wrap(loader) for loader in raw]
-    live = getattr(getattr(combined, "_iterator", None), "iterators", None)
+    run.replace_train_loaders([TrackedLoader.wrap(loader) for loader in raw])
+    live = run.live_train_iterators()
     if isinstance(live, list) and len(live) == len(raw):
         live[:] = [
             it
@@ -160,42 +115,24 @@ def track(
         ]
 
 
-def mark_trained(trainer: Any, count: int) -> None:
+def mark_trained(trainer: TrainerHost, count: int) -> None:
     """Native: ``count`` batches of the epoch are trained on (fetches up to there need no
     RNG state). Lightning prefetches, so its iterators keep every fetch's state."""
-    loader = trainer.train_loader
-    iterator = loader.iterator if isinstance(loader, TrackedLoader) else None
-    if iterator is not None:
-        iterator.trained = count
+    for loader in _tracked(trainer):
+        if loader.iterator is not None:
+            loader.iterator.trained = count
 
 
-def exact(trainer: Any, consumed: int) -> bool:
+def exact(trainer: TrainerHost, consumed: int) -> bool:
     """Whether an export after ``consumed`` trained batches of the epoch would resume
     exactly (native; Lightning's iterators keep every fetch's state)."""
     return all(loader.exact(consumed) for loader in _tracked(trainer))
 
 
-def run_loaders(trainer: Any) -> list[Any]:
+def run_loaders(trainer: TrainerHost) -> list[Any]:
     """The user's loaders the run iterates (training, validation and test, those set up so
     far), unwrapped; nothing is requested from a module or datamodule."""
-    if not is_lightning(trainer):
-        found = [
-            getattr(trainer, "train_loader", None),
-            *getattr(trainer, "val_loaders", []),
-            *getattr(trainer, "test_loaders", []),
-        ]
-    else:
-        found = []
-        for loop in (
-            trainer.fit_loop,
-            getattr(trainer.fit_loop.epoch_loop, "val_loop", None),
-            getattr(trainer, "test_loop", None),
-        ):
-            combined = getattr(loop, "_combined_loader", None)
-            found.extend([] if combined is None else combined.flattened)
-        # A test loader given to fit's trainer as such (not one a datamodule would build).
-        instance = getattr(getattr(trainer.test_loop, "_data_source", None), "instance", None)
-        found.extend(x for x in _flattened(instance) if isinstance(x, DataLoader))
+    found = driver(trainer).run_loaders()
     unique: list[Any] = []
     for loader in (TrackedLoader.unwrap(item) for item in found if item is not None):
         if not any(loader is seen for seen in unique):
@@ -203,7 +140,7 @@ def run_loaders(trainer: Any) -> list[Any]:
     return unique
 
 
-def positions(trainer: Any, consumed: int) -> list[DataPosition]:
+def positions(trainer: TrainerHost, consumed: int) -> list[DataPosition]:
     """Where each training loader stands after ``consumed`` trained batches of the epoch."""
     return [
         it.position(consumed) if isinstance(it, TrackedIterator) else DataPosition(None, 0)
@@ -211,20 +148,21 @@ def positions(trainer: Any, consumed: int) -> list[DataPosition]:
     ]
 
 
-def resume(trainer: Any, saved: list[DataPosition], rng_after: RngState) -> None:
+def resume(trainer: TrainerHost, saved: list[DataPosition], rng_after: RngState) -> None:
     """Arm the wrapped loaders with ``saved``; under Lightning, rebuild the epoch's iterator.
 
     Native: the loop's next ``iter()`` resumes. Lightning (at ``on_train_start``): the
     iterator built by ``setup_data`` is replaced at once.
     """
-    loaders = _loaders(trainer)
-    for loader, position in zip(loaders, saved, strict=False):
+    run = driver(trainer)
+    if not run.fetches_ahead:
+        run.replace_train_loaders([TrackedLoader.wrap(x) for x in run.train_loaders()])
+    for loader, position in zip(_tracked(trainer), saved, strict=False):
         loader.arm(Resume(position, rng_after))
-    if is_lightning(trainer):
-        iter(trainer.fit_loop._data_fetcher)
+    run.restart_train_iterator()
 
 
-def release(trainer: Any) -> None:
+def release(trainer: TrainerHost) -> None:
     """Stop the training loaders' worker processes (at the end of fit).
 
     The wrappers keep the last epoch's iterator for its position, so without this its
@@ -234,26 +172,17 @@ def release(trainer: Any) -> None:
         loader.release()
 
 
-def _loaders(trainer: Any) -> list[TrackedLoader]:
-    if not is_lightning(trainer):
-        trainer.train_loader = TrackedLoader.wrap(trainer.train_loader)
-    return _tracked(trainer)
-
-
-def _tracked(trainer: Any) -> list[TrackedLoader]:
+def _tracked(trainer: TrainerHost) -> list[TrackedLoader]:
     """The training loaders wrapped so far."""
-    if is_lightning(trainer):
-        combined = trainer.fit_loop._combined_loader
-        candidates = [] if combined is None else combined.flattened
-    else:
-        candidates = [trainer.train_loader]
-    return [loader for loader in candidates if isinstance(loader, TrackedLoader)]
+    return [x for x in driver(trainer).train_loaders() if isinstance(x, TrackedLoader)]
 
 
-def _iterators(trainer: Any) -> list[Any]:
-    if not is_lightning(trainer):
-        loader = trainer.train_loader
-        return [loader.iterator if isinstance(loader, TrackedLoader) else None]
-    combined = trainer.fit_loop._combined_loader
-    live = getattr(getattr(combined, "_iterator", None), "iterators", None)
-    return list(live) if isinstance(live, list) else []
+def _iterators(trainer: TrainerHost) -> list[Any]:
+    live = driver(trainer).live_train_iterators()
+    if live is not None:
+        return list(live)
+    # The trainer keeps no iterator of its own: the wrappers know theirs.
+    return [
+        x.iterator if isinstance(x, TrackedLoader) else None
+        for x in driver(trainer).train_loaders()
+    ]

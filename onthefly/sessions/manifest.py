@@ -13,8 +13,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from onthefly import __version__
 from onthefly.errors import SessionFileError
+from onthefly.version import __version__
 
 FORMAT: Final = "onthefly-session"
 """The ``format`` tag every manifest carries."""

@@ -25,6 +25,7 @@ from typing import Any
 import lightning
 import torch
 
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import SessionFileError
 from onthefly.sessions.manifest import (
     DATA,
@@ -118,7 +119,7 @@ def folder_files(folder: Path | None, skip: frozenset[str]) -> list[tuple[str, P
 
 
 def new_manifest(
-    trainer: Any,
+    trainer: TrainerHost,
     *,
     project: str,
     run: str,

@@ -1,16 +1,17 @@
 """Continuing a run from a session file in a new process, bit for bit.
 
 :func:`read` opens and checks the file (structure, manifest, model shapes later) and loads
-its state members with ``weights_only=True``. Then, per driver:
+its state members with ``weights_only=True``. :func:`restore` hands the training state to the
+trainer's driver and :func:`arm` sets the training loaders to recreate the exported epoch's
+iterator at the exported batch with the RNG states of the export point:
 
 * native (:func:`resume_native`, called by ``onthefly.Trainer.fit(resume_from=...)``): the
   model, optimizer, scheduler, grad scaler, step and epoch counters and callback states are
-  restored at once, and the training loader is armed to recreate the exported epoch's
-  iterator at the exported batch, restoring the RNG states of the export point.
-* Lightning (:func:`prepare_lightning` at ``setup``, :func:`arm_lightning` at
-  ``on_train_start``): the file's checkpoint dict is handed to Lightning's checkpoint
-  connector, which restores exactly what ``trainer.fit(ckpt_path=...)`` would; the data
-  position and RNG states, which Lightning lacks, are restored when training starts.
+  restored at once, and the loader armed;
+* Lightning (:func:`restore` at ``setup``, :func:`arm` at ``on_train_start``): the file's
+  checkpoint dict goes to Lightning's checkpoint connector, which restores exactly what
+  ``trainer.fit(ckpt_path=...)`` would; the data position and RNG states, which Lightning
+  lacks, are restored when training starts.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onthefly.drivers import driver
+from onthefly.drivers.base import TrainerHost
 from onthefly.errors import SessionFileError
 from onthefly.sessions import loaders
 from onthefly.sessions.archive import SessionArchive
@@ -103,7 +106,7 @@ def read(path: str | os.PathLike[str]) -> SavedState:
     return SavedState(Path(path), manifest, model, rest, ranks, positions, per_rank)
 
 
-def resume_native(trainer: Any, path: str | os.PathLike[str]) -> SavedState:
+def resume_native(trainer: TrainerHost, path: str | os.PathLike[str]) -> SavedState:
     """Restore an ``onthefly.Trainer`` from ``path`` before its loop starts.
 
     Raises:
@@ -111,47 +114,29 @@ def resume_native(trainer: Any, path: str | os.PathLike[str]) -> SavedState:
             match.
     """
     saved = read(path)
-    _expect_driver(saved, "native")
-    check_model(trainer.model.state_dict(), saved.model, str(saved.path))
-    rest = saved.rest
-    trainer.model.load_state_dict(saved.model)
-    try:
-        trainer.optimizer.load_state_dict(rest["optimizer"])
-        if rest.get("scheduler") is not None and trainer.scheduler is not None:
-            trainer.scheduler.load_state_dict(rest["scheduler"])
-        if rest.get("scaler") and trainer._state is not None:
-            trainer._state.scaler.load_state_dict(rest["scaler"])
-        trainer.global_step = int(rest["global_step"])
-        trainer.current_epoch = int(rest["current_epoch"])
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-        raise SessionFileError(
-            f"{saved.path}: {TRAINER} does not fit this run ({type(exc).__name__}: {exc}); "
-            "expected the optimizer and scheduler of the exported run"
-        ) from None
-    trainer.load_callback_states(rest.get("callbacks", {}))
-    rank = trainer.global_rank
-    saved.check_world(trainer.world_size)
-    loaders.resume(trainer, saved.positions_for(rank), saved.rng_for(rank))
+    restore(trainer, saved)
+    arm(trainer, saved)
     return saved
 
 
-def prepare_lightning(trainer: Any, saved: SavedState) -> None:
-    """Hand the file's checkpoint to Lightning (call at ``setup``, stage ``fit``).
-
-    Lightning restores model, callbacks, precision, loops, optimizers and schedulers from
-    it exactly as from ``ckpt_path``; its own connector then releases it.
+def restore(trainer: TrainerHost, saved: SavedState) -> None:
+    """Hand the file's training state to the trainer's driver (native: restored at once;
+    Lightning, at ``setup`` of stage ``fit``: restored by Lightning's checkpoint connector
+    exactly as from ``ckpt_path``).
 
     Raises:
-        SessionFileError: written by the native trainer, or a model that does not match.
+        SessionFileError: written by the other driver, or a state that does not fit.
     """
-    _expect_driver(saved, "lightning")
+    run = driver(trainer)
+    _expect_driver(saved, run.name)
     check_model(trainer.lightning_module.state_dict(), saved.model, str(saved.path))
-    trainer._checkpoint_connector._loaded_checkpoint = {**saved.rest, "state_dict": saved.model}
+    run.restore(saved.model, saved.rest, f"{saved.path}: {TRAINER}")
 
 
-def arm_lightning(trainer: Any, saved: SavedState) -> None:
-    """Recreate the exported epoch's iterator and the RNG states (call at ``on_train_start``,
-    after :func:`~onthefly.sessions.loaders.track`)."""
+def arm(trainer: TrainerHost, saved: SavedState) -> None:
+    """Arm the training loaders to recreate the exported epoch's iterator at the exported
+    batch with the RNG states of the export point (Lightning: at ``on_train_start``, after
+    :func:`~onthefly.sessions.loaders.track`)."""
     rank = trainer.global_rank
     saved.check_world(trainer.world_size)
     loaders.resume(trainer, saved.positions_for(rank), saved.rng_for(rank))

@@ -168,7 +168,7 @@ def test_telemetry_that_cannot_read_a_step_warns_once_and_training_goes_on(
     def moved(*args: Any) -> Any:
         raise AttributeError("'_ResultCollection' object has no attribute 'valid_items'")
 
-    monkeypatch.setattr("onthefly.callbacks._logged.step_values", moved)
+    monkeypatch.setattr("onthefly.drivers.lightning.LightningDriver.step_values", moved)
     otf = OnTheFly(project="tests", port=0, quiet=True)
     trainer = lightning_trainer(max_epochs=1, callbacks=[otf])
     trainer.fit(Tiny(), loader(64), loader(16))

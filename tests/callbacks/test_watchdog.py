@@ -154,13 +154,25 @@ def test_a_loader_that_hangs_is_a_stall_cleared_by_the_next_step(onthefly_home: 
 
 
 def test_a_paused_run_is_never_stalled(onthefly_home: Path) -> None:
+    resumer: list[threading.Thread] = []
+
+    def resume_three_seconds_after_the_pause() -> None:
+        client = connect.client
+        assert client is not None
+        client.wait(lambda: client.of("status", state="paused"))
+        time.sleep(3.0)  # three times the stall limit, paused
+        client.send("resume")
+
     class PauseFor(pl.Callback):
         def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
             if trainer.global_step == 5:
                 client = connect.client
                 assert client is not None
-                client.send("pause")  # taken at the next boundary, on this very thread
-                threading.Timer(3.0, lambda: client.send("resume")).start()
+                client.send("pause")  # taken at a later boundary, on this very thread
+                resumer.append(threading.Thread(target=resume_three_seconds_after_the_pause))
+                resumer[0].start()
+            elif trainer.global_step > 5:
+                time.sleep(0.2)  # the run cannot end before the command has come in
 
     connect = Connect(onthefly_home)
     native_run(
@@ -172,7 +184,9 @@ def test_a_paused_run_is_never_stalled(onthefly_home: Path) -> None:
         max_steps=12,
         stall_seconds=1.0,
     )
+    resumer[0].join(timeout=30)
     client = connect.finished()
+    assert client.of("status", state="paused")
     assert [e for e in client.of("alert") if e["kind"] == "stalled"] == []
 
 

@@ -30,9 +30,9 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from onthefly.batches import batch_size
 from onthefly.callbacks.onthefly import OnTheFly
 from onthefly.callbacks.sample_tracker import SampleTracker
-from onthefly.native.step import batch_size
 from tests.callbacks.conftest import Connect
 
 Logged = list[tuple[str, int, dict[str, float]]]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from onthefly.callbacks.commands import Boundary, CommandRegistry
+from onthefly.commands.registry import Boundary, CommandRegistry
 from onthefly.distributed.control import HOLD, RUN, STOP, RankSync
 from onthefly.distributed.mirror import MirrorCommand, encode
 from onthefly.protocol import CLIENT_COMMAND

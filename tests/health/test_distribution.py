@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from onthefly.callbacks.commands import Boundary
 from onthefly.callbacks.health_monitor import HealthMonitor
 from onthefly.callbacks.session import RunSession
+from onthefly.commands.registry import Boundary
 from onthefly.distributed.cursor import Cursor
 from onthefly.distributed.group import ControlGroup
 from onthefly.health.distribution import Control, RankState, compare, local_state

@@ -12,7 +12,7 @@ from lightning.pytorch import Callback
 from torch import nn
 
 from onthefly.errors import ConfigurationError
-from onthefly.native.trainer import Trainer
+from onthefly.trainer import Trainer
 from tests.native.conftest import Recorder, loader, make_model
 
 HOOKS = [

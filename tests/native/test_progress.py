@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from onthefly.native.progress import ProgressBar
-from onthefly.native.trainer import Trainer
+from onthefly.trainer import Trainer
 
 
 def test_progress_bar_shows_epoch_step_and_loss(

@@ -10,10 +10,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from onthefly.batches import batch_size, predictions, unpack
 from onthefly.errors import ConfigurationError
 from onthefly.native.state import StepState
-from onthefly.native.step import batch_size, checked_output, predictions, unpack
-from onthefly.native.trainer import Trainer
+from onthefly.native.step import checked_output
+from onthefly.trainer import Trainer
 from tests.native.conftest import Recorder, loader, make_dataset, make_model
 
 

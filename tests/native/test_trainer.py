@@ -11,7 +11,7 @@ from torch import nn
 
 import onthefly
 from onthefly.errors import ConfigurationError
-from onthefly.native.trainer import Trainer
+from onthefly.trainer import Trainer
 from tests.native.conftest import Recorder, loader, make_model
 
 HOOKS = ["setup", "teardown", "on_exception", "on_fit_end", "on_train_epoch_end"]
@@ -77,7 +77,7 @@ def test_losses_equal_a_plain_loop_bit_for_bit(validate: bool) -> None:
 
 
 def test_is_the_public_trainer_and_a_trainer_host() -> None:
-    from onthefly.callbacks.host import TrainerHost
+    from onthefly.drivers.base import TrainerHost
 
     trainer = bare()
     assert onthefly.Trainer is Trainer

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from onthefly.errors import SessionFileError
-from onthefly.sessions.archive import Limits, SessionArchive, safe_member_name
+from onthefly.sessions.archive import Limits, SessionArchive
 from onthefly.sessions.manifest import FORMAT_VERSION, MODEL, Manifest
+from onthefly.sessions.members import safe_member_name
 from onthefly.sessions.writer import ArchiveWriter
 
 

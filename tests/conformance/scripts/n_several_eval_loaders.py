@@ -20,24 +20,26 @@ SIZE = 240
 def main(run: Any) -> nn.Module:
     model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    accuracy = torchmetrics.Accuracy(task="multiclass", num_classes=10, validate_args=False)
+    validation = [
+        DataLoader(digits(SIZE, 280), batch_size=20),
+        DataLoader(digits(280, 320), batch_size=8),
+    ]
+    tests = {
+        "first": DataLoader(digits(SIZE, 300), batch_size=30),
+        "rest": DataLoader(digits(300, 320), batch_size=20),
+    }
+    metrics = {"acc": torchmetrics.classification.MulticlassAccuracy(10, validate_args=False)}
+    options = run.native()
     trainer = onthefly.Trainer(
-        project="digits",
-        max_epochs=2,
-        val_every_n_epochs=1,
-        metrics={"acc": accuracy},
-        **run.native(),
+        "digits", max_epochs=2, val_every_n_epochs=1, metrics=metrics, **options
     )
     trainer.fit(
-        model,
-        optimizer,
-        nn.CrossEntropyLoss(),
-        DataLoader(digits(0, SIZE), batch_size=24, shuffle=True),
-        [DataLoader(digits(SIZE, 280), batch_size=20), DataLoader(digits(280, 320), batch_size=8)],
-        {
-            "first": DataLoader(digits(SIZE, 300), batch_size=30),
-            "rest": DataLoader(digits(300, 320), batch_size=20),
-        },
+        model=model,
+        optimizer=optimizer,
+        loss_fn=nn.CrossEntropyLoss(),
+        train_loader=DataLoader(digits(0, SIZE), batch_size=24, shuffle=True),
+        val_loader=validation,
+        test_loader=tests,
         scheduler=torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, patience=0),
     )
     trainer.run_test()

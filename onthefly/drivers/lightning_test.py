@@ -7,10 +7,13 @@ back. The module's ``test_step`` and every ``on_test_*`` hook fire as in ``train
 and the loop restores the module's train/eval modes itself.
 
 Under DDP every rank must run it at the same boundary (the test command reaches every rank
-at the same control round). Isolated (a test beside training), every random generator is
-restored afterwards, the global ones and the run's loaders' own, so a test does not change
-the training's random stream; otherwise it draws what ``trainer.test()`` draws. The test
-results stay in ``trainer.callback_metrics`` as they would after ``trainer.test()``.
+at the same control round). It draws what ``trainer.test()`` draws: a caller that wants the
+training's random stream untouched restores the generators around it. The test results stay
+in ``trainer.callback_metrics`` as they would after ``trainer.test()``.
+
+Lightning's private attributes used here (``test_loop._data_source``,
+``test_loop._combined_loader``, ``trainer._logger_connector._first_loop_iter``) were checked
+against Lightning 2.6.6.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from lightning.pytorch.trainer.states import RunningStage, TrainerFn
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from onthefly.errors import ConfigurationError
-from onthefly.sessions import loader_rng, loaders
 
 
 class TestUnavailable(ConfigurationError):
@@ -30,14 +32,13 @@ class TestUnavailable(ConfigurationError):
     __test__ = False  # not a pytest test class
 
 
-def run_test_loop(trainer: Any, source: Any = None, isolated: bool = True) -> dict[str, Any]:
+def run_test_loop(trainer: Any, source: Any = None) -> dict[str, Any]:
     """Evaluate the test data with Lightning's test loop, from a batch boundary during ``fit``.
 
     Args:
         trainer: a ``lightning.pytorch.Trainer`` that is fitting.
         source: a test ``DataLoader`` or ``LightningDataModule``; ``None`` uses the loop's own
             source (the datamodule or module given to ``fit``).
-        isolated: restore every random generator afterwards (see the module docstring).
 
     Returns:
         The logged test values, merged over test dataloaders.
@@ -61,10 +62,7 @@ def run_test_loop(trainer: Any, source: Any = None, isolated: bool = True) -> di
                 "this run has no test data; expected test_loader= (or a datamodule) passed to "
                 "attach_lightning / OnTheFly, or a test_dataloader() on the module"
             )
-        if not isolated:
-            return _run(trainer, loop)
-        with loader_rng.preserved([source, *loaders.run_loaders(trainer)]):
-            return _run(trainer, loop)
+        return _run(trainer, loop)
     finally:
         loop._data_source.instance = saved_source
 

@@ -7,7 +7,7 @@ cannot do it (no loader, no loss function, a missing extra, an invalid criterion
 ``file_error`` when an export cannot be written (a full disk) or its file exists.
 
 While a scan runs, the training thread does not drain the inbox; the scan looks at it
-before each batch instead (:class:`~onthefly.callbacks._interrupts.Interrupts`): a
+before each batch instead (:class:`~onthefly.commands.interrupts.Interrupts`): a
 ``cancel`` stops the scan, anything else waits and is run in order once the scan ends.
 """
 
@@ -15,20 +15,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset
 
-from onthefly.callbacks import _sample_sources
-from onthefly.callbacks._consensus import distributed
-from onthefly.callbacks._interrupts import Interrupts
-from onthefly.callbacks.commands import Boundary
+from onthefly.commands.interrupts import Inbox, Interrupts
+from onthefly.commands.registry import Boundary
+from onthefly.drivers import driver
+from onthefly.drivers.base import distributed
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import (
     Cancelled,
     CancelReply,
     DataMapReply,
+    EventBody,
     ExplorerReply,
     ExportSelectionReply,
     HistogramReply,
@@ -41,25 +42,56 @@ from onthefly.protocol import (
     SelectReply,
     Split,
 )
-from onthefly.samples import explorer, export, preview, queries
+from onthefly.samples import explorer, export, preview, queries, sources
 from onthefly.samples.capture import describe_loss
-from onthefly.samples.scan import Progress, run_scan
-from onthefly.samples.selection import Criterion, Selection, choose
-from onthefly.samples.store import NoData, SampleView
+from onthefly.samples.preview import Describe
+from onthefly.samples.scan import EmbeddingFn, Progress, run_scan
+from onthefly.samples.selection import Criterion, Selection, Selections, choose
+from onthefly.samples.store import NoData, SampleStore, SampleView
 
 if TYPE_CHECKING:
-    from onthefly.callbacks.sample_tracker import SampleTracker
-    from onthefly.callbacks.session import RunSession
     from onthefly.server import PendingCommand
 
-Handler = Callable[["SampleTracker", Boundary, "PendingCommand"], None]
+
+class SampleSession(Inbox, Protocol):
+    """The run's session as the per-sample commands use it."""
+
+    def quiesce(self) -> None:
+        """Everything buffered so far reaches the server."""
+        ...
+
+    def publish(self, event: EventBody) -> None:
+        """Send one event of the main run."""
+        ...
+
+
+class SampleHost(Protocol):
+    """The part that records per-sample losses (``SampleTracker``), as its commands see it."""
+
+    store: SampleStore
+    selections: Selections
+    inputs: Callable[[], Any]
+    embedding_fn: EmbeddingFn | None
+    describe: Describe | None
+
+    @property
+    def session(self) -> SampleSession:
+        """The run's session."""
+        ...
+
+    def sync(self) -> None:
+        """Bring the store up to date with what the training thread recorded."""
+        ...
+
+
+Handler = Callable[[SampleHost, Boundary, "PendingCommand"], None]
 
 
 def _answering(handler: Handler) -> Handler:
     """Turn the expected failures of a handler into protocol errors."""
 
     @functools.wraps(handler)
-    def answer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+    def answer(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
         try:
             handler(tracker, boundary, cmd)
         except NoData as exc:
@@ -74,7 +106,7 @@ def _answering(handler: Handler) -> Handler:
 
 
 @_answering
-def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _scan(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     trainer, session = boundary.trainer, tracker.session
     split: Split = getattr(cmd.command, "split", "train")
     if distributed(trainer):
@@ -83,12 +115,12 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
             "to evaluate at the same boundary"
         )
     inputs = tracker.inputs()
-    loader = _sample_sources.split_loader(trainer, inputs, split)
+    loader = sources.split_loader(trainer, inputs, split)
     if loader is None:
         raise ConfigurationError(f"this run has no {split} loader to scan; pass it to fit()")
-    loss_fn = _sample_sources.loss_fn(trainer, inputs)
+    loss_fn = sources.loss_fn(trainer, inputs)
     if loss_fn is None:  # a loss module the model holds (``self.loss = nn.CrossEntropyLoss()``)
-        loss_fn = next(iter(_sample_sources.loss_modules(trainer, inputs)), None)
+        loss_fn = next(iter(sources.loss_modules(trainer, inputs)), None)
     spec = describe_loss(loss_fn)
     if spec is None:
         raise ConfigurationError(
@@ -117,7 +149,7 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
             embedding_fn=tracker.embedding_fn,
             on_progress=functools.partial(progress, "running"),
             cancelled=interrupts.check,
-            batch_keys=getattr(trainer, "batch_keys", None),
+            batch_keys=driver(trainer).batch_keys(),
         )
         if result is None:
             progress("cancelled", Progress(0, None, 0.0))
@@ -139,7 +171,7 @@ def _scan(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> No
         interrupts.replay(boundary)
 
 
-def _cancel(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _cancel(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     # A cancel that reaches the registry found no scan running (a scan consumes its own).
     cmd.reply(CancelReply(cancelled=False))
 
@@ -147,21 +179,21 @@ def _cancel(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> 
 # ---------------------------------------------------------------------------- queries
 
 
-def _view(tracker: SampleTracker, cmd: PendingCommand) -> SampleView:
+def _view(tracker: SampleHost, cmd: PendingCommand) -> SampleView:
     command = cmd.command
     tracker.sync()
     return tracker.store.view(getattr(command, "split", "train"), getattr(command, "source", None))
 
 
 @_answering
-def _histogram(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _histogram(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     view = _view(tracker, cmd)
     cmd.reply(HistogramReply(**queries.histogram(view, command.bins, command.min, command.max)))
 
 
 @_answering
-def _quantiles(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _quantiles(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     cmd.reply(QuantilesReply(**queries.quantiles(_view(tracker, cmd), command.q)))
 
@@ -192,7 +224,7 @@ def criterion_of(command: Any) -> Criterion:
 
 
 @_answering
-def _select(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _select(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     view = _view(tracker, cmd)
     criterion = criterion_of(command)
@@ -215,11 +247,11 @@ def _select(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> 
     )
 
 
-def _selections(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _selections(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     cmd.reply(SelectionsReply.model_validate({"selections": tracker.selections.summaries()}))
 
 
-def _selection_view(tracker: SampleTracker, name: str) -> tuple[Selection, SampleView]:
+def _selection_view(tracker: SampleHost, name: str) -> tuple[Selection, SampleView]:
     selection = tracker.selections.get(name)
     tracker.sync()
     view = tracker.store.view(selection.split, selection.source)  # type: ignore[arg-type]
@@ -227,7 +259,7 @@ def _selection_view(tracker: SampleTracker, name: str) -> tuple[Selection, Sampl
 
 
 @_answering
-def _selection_rows(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _selection_rows(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     selection, view = _selection_view(tracker, command.name)
     rows = queries.page(view, command.offset, command.limit, command.sort, command.descending)
@@ -236,13 +268,13 @@ def _selection_rows(tracker: SampleTracker, boundary: Boundary, cmd: PendingComm
 
 
 @_answering
-def _export_selection(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _export_selection(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     target = f"{command.file or command.name} in {command.directory}"
     try:
         path = export.target_path(command.directory, command.file or command.name, command.format)
         selection, view = _selection_view(tracker, command.name)
-        loader = _sample_sources.split_loader(boundary.trainer, tracker.inputs(), selection.split)
+        loader = sources.split_loader(boundary.trainer, tracker.inputs(), selection.split)
         dataset = loader.dataset if isinstance(loader, DataLoader) else None
         if isinstance(dataset, IterableDataset):
             dataset = None
@@ -266,7 +298,7 @@ def _export_selection(tracker: SampleTracker, boundary: Boundary, cmd: PendingCo
 
 
 @_answering
-def _data_map(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _data_map(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     tracker.sync()
     view = tracker.store.view(command.split, "training")
@@ -274,7 +306,7 @@ def _data_map(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -
 
 
 @_answering
-def _explorer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _explorer(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     view = tracker.store.view(command.split, "scan")
     projection = explorer.project(view, command.method, command.max_points)
@@ -291,9 +323,9 @@ def _explorer(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -
     )
 
 
-def _sample_preview(tracker: SampleTracker, boundary: Boundary, cmd: PendingCommand) -> None:
+def _sample_preview(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
-    loader = _sample_sources.split_loader(boundary.trainer, tracker.inputs(), command.split)
+    loader = sources.split_loader(boundary.trainer, tracker.inputs(), command.split)
     dataset = loader.dataset if isinstance(loader, DataLoader) else None
     if isinstance(dataset, IterableDataset):
         dataset = None
@@ -318,7 +350,7 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
-def register_commands(session: RunSession, tracker: SampleTracker) -> None:
+def register_commands(session: Inbox, tracker: SampleHost) -> None:
     """Register every per-sample command of ``tracker`` on ``session``."""
     for kind, handler in HANDLERS.items():
         session.commands.register(kind, functools.partial(handler, tracker))

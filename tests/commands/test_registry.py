@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from onthefly.callbacks.commands import Boundary, CommandRegistry
+from onthefly.commands.registry import Boundary, CommandRegistry
 from onthefly.protocol import CLIENT_COMMAND
 from onthefly.server import PendingCommand
 

@@ -9,14 +9,22 @@ at once), anything else waits and is run in order once the command ends
 from __future__ import annotations
 
 import queue
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from onthefly.callbacks.commands import Boundary
+from onthefly.commands.registry import Boundary, CommandRegistry
 from onthefly.protocol import CancelReply
 
 if TYPE_CHECKING:
-    from onthefly.callbacks.session import RunSession
-    from onthefly.server import PendingCommand
+    from onthefly.server import PendingCommand, SessionServer
+
+
+class Inbox(Protocol):
+    """Where the commands come from (the run's session) and where they are routed."""
+
+    commands: CommandRegistry
+
+    @property
+    def server(self) -> SessionServer | None: ...
 
 
 class Interrupts:
@@ -32,7 +40,7 @@ class Interrupts:
         >>> interrupts.replay(boundary)  # doctest: +SKIP
     """
 
-    def __init__(self, session: RunSession, **answer: Any) -> None:
+    def __init__(self, session: Inbox, **answer: Any) -> None:
         self.session = session
         self.answer = answer
         self.held: list[PendingCommand] = []
