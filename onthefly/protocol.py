@@ -17,6 +17,8 @@ dashboard's TypeScript types.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import UnionType
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
@@ -35,6 +37,8 @@ RunState = Literal["running", "paused", "testing", "finished"]
 Split = Literal["train", "val", "test"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 Metrics = dict[str, float | None]
+MetricValues = Mapping[str, float | None]
+"""Values by metric name, as an event takes them (a plain ``dict[str, float]`` is one)."""
 ConfigValue = float | int | str | bool | None
 """One value of a run's configuration: a number, a name, a flag, or unknown."""
 HealthCheck = Literal[
@@ -188,6 +192,16 @@ class Finding(Message):
 # --------------------------------------------------------------------------- stream events
 
 
+class EventBody(Message):
+    """What a publisher builds: one stream event's own fields, without the envelope that the
+    session server adds (``v``, ``session``, ``run``, ``seq``, ``time``). Each event model is
+    its body plus :class:`EventBase`, so a misspelt or ill-typed field fails when the body is
+    built, on the publishing side."""
+
+    type: str
+    """The event's tag: each body narrows it to its own literal."""
+
+
 class EventBase(Message):
     """Envelope of every stream event."""
 
@@ -198,12 +212,20 @@ class EventBase(Message):
     time: FiniteFloat
 
 
-class RunStarted(EventBase):
+class RunStartedBody(EventBody):
+    """The fields of a ``run_started`` event (:class:`RunStarted`) without the envelope."""
+
     type: Literal["run_started"] = "run_started"
     info: RunInfo
 
 
-class StatusChanged(EventBase):
+class RunStarted(RunStartedBody, EventBase):
+    """A new run of the session (the main run, a fork or a merge) and what is known of it."""
+
+
+class StatusBody(EventBody):
+    """The fields of a ``status`` event (:class:`StatusChanged`) without the envelope."""
+
     type: Literal["status"] = "status"
     state: RunState
     step: int
@@ -211,26 +233,38 @@ class StatusChanged(EventBase):
     reason: str | None = None
 
 
-class MetricsEvent(EventBase):
-    """Values for one step of one split (``train`` per optimizer step; ``val``/``test`` per run)."""
+class StatusChanged(StatusBody, EventBase):
+    """The run's state changed (``reason`` says why), at ``step`` of ``epoch``."""
+
+
+class MetricsBody(EventBody):
+    """The fields of a ``metrics`` event (:class:`MetricsEvent`) without the envelope."""
 
     type: Literal["metrics"] = "metrics"
     split: Split = "train"
     step: int
     epoch: int
-    values: Metrics
+    values: MetricValues
 
 
-class EpochEvent(EventBase):
-    """An epoch boundary: ``step`` is the first step of epoch ``epoch``."""
+class MetricsEvent(MetricsBody, EventBase):
+    """Values for one step of one split (``train`` per optimizer step; ``val``/``test`` per run)."""
+
+
+class EpochBody(EventBody):
+    """The fields of an ``epoch`` event (:class:`EpochEvent`) without the envelope."""
 
     type: Literal["epoch"] = "epoch"
     epoch: int
     step: int
 
 
-class RuntimeEvent(EventBase):
-    """Runtime stats sampled about once a second (never per step)."""
+class EpochEvent(EpochBody, EventBase):
+    """An epoch boundary: ``step`` is the first step of epoch ``epoch``."""
+
+
+class RuntimeBody(EventBody):
+    """The fields of a ``runtime`` event (:class:`RuntimeEvent`) without the envelope."""
 
     type: Literal["runtime"] = "runtime"
     step: int
@@ -244,43 +278,83 @@ class RuntimeEvent(EventBase):
     gpus: list[GpuStats] = Field(default_factory=list)
 
 
-class LogEvent(EventBase):
+class RuntimeEvent(RuntimeBody, EventBase):
+    """Runtime stats sampled about once a second (never per step)."""
+
+
+class LogBody(EventBody):
+    """The fields of a ``log`` event (:class:`LogEvent`) without the envelope."""
+
     type: Literal["log"] = "log"
     record: LogRecord
 
 
-class TestResult(EventBase):
-    """One evaluation of the test loader, labelled ``test_1``, ``test_2``, …"""
+class LogEvent(LogBody, EventBase):
+    """A forwarded Python ``logging`` record or warning of the training process."""
+
+
+class TestOutcome(Message):
+    """One evaluation of the test loader: the ``test`` command's reply and, with its tag, the
+    ``test_result`` event."""
 
     __test__ = False  # not a pytest test class
-    type: Literal["test_result"] = "test_result"
     label: str
     step: int
     loss: float | None
-    metrics: Metrics
+    metrics: MetricValues
     duration: FiniteFloat
 
 
-class HealthResult(EventBase):
-    """The findings of one health check (``health`` command), run at a batch boundary."""
+class TestResultBody(TestOutcome, EventBody):
+    """The fields of a ``test_result`` event (:class:`TestResult`) without the envelope."""
 
-    type: Literal["health_result"] = "health_result"
+    type: Literal["test_result"] = "test_result"
+
+
+class TestResult(TestResultBody, EventBase):
+    """One evaluation of the test loader, labelled ``test_1``, ``test_2``, …"""
+
+
+class HealthOutcome(Message):
+    """The findings of one health check: the ``health`` command's reply and, with its tag,
+    the ``health_result`` event."""
+
     check: HealthCheck
     step: int
     findings: list[Finding]
     duration: FiniteFloat
 
 
-class HparamChange(EventBase):
-    """One hyperparameter of one param group changed by the ``set`` command (a chart marker)."""
+class HealthResultBody(HealthOutcome, EventBody):
+    """The fields of a ``health_result`` event (:class:`HealthResult`) without the envelope."""
 
-    type: Literal["hparam_change"] = "hparam_change"
+    type: Literal["health_result"] = "health_result"
+
+
+class HealthResult(HealthResultBody, EventBase):
+    """The findings of one health check (``health`` command), run at a batch boundary."""
+
+
+class HparamEdit(Message):
+    """One hyperparameter of one param group changed at ``step``: an item of the ``set``
+    reply and, with its tag, the ``hparam_change`` event."""
+
     step: int
     optimizer: int
     group: int
     name: HparamName
     old: HparamValue | None
     new: HparamValue
+
+
+class HparamChangeBody(HparamEdit, EventBody):
+    """The fields of a ``hparam_change`` event (:class:`HparamChange`) without the envelope."""
+
+    type: Literal["hparam_change"] = "hparam_change"
+
+
+class HparamChange(HparamChangeBody, EventBase):
+    """One hyperparameter of one param group changed by the ``set`` command (a chart marker)."""
 
 
 class RolledBack(Message):
@@ -294,9 +368,8 @@ class RolledBack(Message):
     """The edit's value, under which the optimizer failed."""
 
 
-class HparamError(EventBase):
-    """An accepted ``set`` under which the optimizer's next step failed: the edit was rolled
-    back, that step's update not applied, and the run paused (its ``status`` says why)."""
+class HparamErrorBody(EventBody):
+    """The fields of a ``hparam_error`` event (:class:`HparamError`) without the envelope."""
 
     type: Literal["hparam_error"] = "hparam_error"
     step: int
@@ -307,8 +380,13 @@ class HparamError(EventBase):
     rolled_back: list[RolledBack]
 
 
-class ScanProgress(EventBase):
-    """Progress of a ``scan``: ``running`` while it goes, then ``done`` or ``cancelled``."""
+class HparamError(HparamErrorBody, EventBase):
+    """An accepted ``set`` under which the optimizer's next step failed: the edit was rolled
+    back, that step's update not applied, and the run paused (its ``status`` says why)."""
+
+
+class ScanProgressBody(EventBody):
+    """The fields of a ``scan_progress`` event (:class:`ScanProgress`) without the envelope."""
 
     type: Literal["scan_progress"] = "scan_progress"
     split: Split
@@ -320,14 +398,17 @@ class ScanProgress(EventBase):
     elapsed: FiniteFloat
 
 
+class ScanProgress(ScanProgressBody, EventBase):
+    """Progress of a ``scan``: ``running`` while it goes, then ``done`` or ``cancelled``."""
+
+
 ForkState = Literal["running", "done", "cancelled", "failed"]
 """Where a fork's training is: still going, finished its budget, cancelled, or raised."""
 MergeMethod = Literal["soup", "greedy", "fisher", "distill", "adapter"]
 
 
-class ForkProgress(EventBase):
-    """Progress of a fork's training (``fork``), on the fork's own run: ``running`` about every
-    0.25 s, then ``done``, ``cancelled`` or ``failed`` (with ``message``)."""
+class ForkProgressBody(EventBody):
+    """The fields of a ``fork_progress`` event (:class:`ForkProgress`) without the envelope."""
 
     type: Literal["fork_progress"] = "fork_progress"
     fork: str
@@ -342,6 +423,11 @@ class ForkProgress(EventBase):
     elapsed: FiniteFloat
     message: str | None = None
     """Why it failed."""
+
+
+class ForkProgress(ForkProgressBody, EventBase):
+    """Progress of a fork's training (``fork``), on the fork's own run: ``running`` about every
+    0.25 s, then ``done``, ``cancelled`` or ``failed`` (with ``message``)."""
 
 
 class LineageNode(Message):
@@ -388,20 +474,29 @@ class LineageEdge(Message):
     method: MergeMethod | None = None
 
 
-class LineageChanged(EventBase):
-    """The whole lineage, published on the main run whenever it changes (a fork starts or ends,
-    a merge is made or discarded)."""
+class LineageView(Message):
+    """The session's models as a DAG: the ``lineage`` command's reply and, with its tag, the
+    ``lineage`` event."""
 
-    type: Literal["lineage"] = "lineage"
     active: str
+    """The node the trainer trains now."""
     nodes: list[LineageNode]
     edges: list[LineageEdge]
 
 
-class Alert(EventBase):
-    """Something in the run needs a look: ``raised`` when it happens, ``cleared`` when it no
-    longer holds (a finite loss again, steps again; a spike clears itself after a quiet
-    stretch). Detected from the values the run already ships, never with a host sync."""
+class LineageBody(LineageView, EventBody):
+    """The fields of a ``lineage`` event (:class:`LineageChanged`) without the envelope."""
+
+    type: Literal["lineage"] = "lineage"
+
+
+class LineageChanged(LineageBody, EventBase):
+    """The whole lineage, published on the main run whenever it changes (a fork starts or ends,
+    a merge is made or discarded)."""
+
+
+class AlertBody(EventBody):
+    """The fields of an ``alert`` event (:class:`Alert`) without the envelope."""
 
     type: Literal["alert"] = "alert"
     kind: AlertKind
@@ -414,13 +509,23 @@ class Alert(EventBase):
     """The numbers behind it (the value, the threshold, the exception's type, ...)."""
 
 
-class RunConfig(EventBase):
-    """The run's configuration, published as training starts: the optimizer and its
-    hyperparameters, batch size, limits, model size and the module's own hyperparameters
-    (Lightning's ``save_hyperparameters``)."""
+class Alert(AlertBody, EventBase):
+    """Something in the run needs a look: ``raised`` when it happens, ``cleared`` when it no
+    longer holds (a finite loss again, steps again; a spike clears itself after a quiet
+    stretch). Detected from the values the run already ships, never with a host sync."""
+
+
+class RunConfigBody(EventBody):
+    """The fields of a ``config`` event (:class:`RunConfig`) without the envelope."""
 
     type: Literal["config"] = "config"
     values: dict[str, ConfigValue]
+
+
+class RunConfig(RunConfigBody, EventBase):
+    """The run's configuration, published as training starts: the optimizer and its
+    hyperparameters, batch size, limits, model size and the module's own hyperparameters
+    (Lightning's ``save_hyperparameters``)."""
 
 
 EventModel = (
@@ -1024,6 +1129,433 @@ Command = Annotated[
     | ShowLineage,
     Field(discriminator="type"),
 ]
+
+# --------------------------------------------------------------------------- command replies
+#
+# The ``data`` of the ``reply`` to each command type (:data:`REPLIES`). A reply carries no tag
+# of its own: its command's ``type`` says which model it is. Optional fields with a default
+# are left out of the wire when the reply does not set them (a cancelled scan says only
+# ``split`` and ``cancelled``).
+
+
+class ReplyData(Message):
+    """Base of the replies' data models: a field with a default may be absent on the wire."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=False)
+
+
+def reply_fields(data: Message) -> dict[str, Any]:
+    """A reply's data as sent: fields left at their default and never set are omitted.
+
+    Example:
+        >>> reply_fields(CancelReply(cancelled=True, fork="hard"))
+        {'cancelled': True, 'fork': 'hard'}
+    """
+    fields = type(data).model_fields
+    unset = {name for name, f in fields.items() if not f.is_required()} - data.model_fields_set
+    return data.model_dump(exclude=unset)
+
+
+class SubscribeReply(ReplyData):
+    """``snapshot``: a ``snapshot`` frame follows; ``replay``: the events after ``since`` do."""
+
+    mode: Literal["snapshot", "replay"]
+    seq: int
+
+
+class SeqReply(ReplyData):
+    """The ``seq`` of the latest stream event (``unsubscribe``)."""
+
+    seq: int
+
+
+class PingReply(ReplyData):
+    time: FiniteFloat
+    seq: int
+
+
+class StatusReply(ReplyData):
+    """Every run of the session, and the state of the one asked about (``run``)."""
+
+    runs: list[RunInfo]
+    seq: int
+    run: str
+    state: RunState
+    step: int
+    epoch: int
+    latest: Metrics
+    alerts: list[AlertKind]
+
+
+class HistoryReply(ReplyData):
+    run: str
+    split: Split
+    metric: str
+    series: Series
+
+
+class Position(ReplyData):
+    """Where the run is when the command took effect (``pause``)."""
+
+    state: RunState | Literal["stopping"]
+    """``stopping``: the run ends after this boundary (``stop``)."""
+    step: int
+    epoch: int
+
+
+class ResumeReply(Position):
+    max_epochs: int | None
+    """The epoch limit now in force (``-1``: none)."""
+    max_steps: int | None
+    after_end: dict[str, int] | None = None
+    """An extension waiting for the planned end, if any: ``{"epochs": n}`` and/or
+    ``{"steps": n}``."""
+
+
+class StopReply(Position):
+    stopping: bool
+
+
+class SetReply(ReplyData):
+    step: int
+    changes: list[HparamEdit]
+
+
+class ExportReply(ReplyData):
+    """The written session file: its absolute ``path`` and ``size`` in bytes."""
+
+    path: str | None = None
+    size: int | None = None
+    step: int | None = None
+    epoch: int | None = None
+
+
+class LoadReply(Position):
+    """What ``import`` or ``restore`` loaded into the paused run."""
+
+    loaded: str
+    """The session file or checkpoint, in words."""
+    loaded_step: int
+    loaded_epoch: int
+
+
+class CheckpointEntry(ReplyData):
+    """One snapshot of the checkpoint ring (``snapshot`` replies with the new one)."""
+
+    id: str
+    step: int
+    epoch: int
+    reason: str
+    time: FiniteFloat
+    size: int
+
+
+class CheckpointsReply(ReplyData):
+    checkpoints: list[CheckpointEntry]
+    capacity: int
+    max_bytes: int
+
+
+class QueryHeader(ReplyData):
+    """Where a per-sample answer's numbers come from."""
+
+    split: Split
+    source: SampleSource
+    step: int
+
+
+class LossSummary(ReplyData):
+    """Size and loss range of a set of samples."""
+
+    size: int
+    loss_mean: float | None
+    loss_min: float | None
+    loss_max: float | None
+
+
+class Cancelled(ReplyData):
+    """A scan, comparison or merge stopped by ``cancel`` before it finished."""
+
+    cancelled: Literal[True]
+    split: Split | None = None
+    """A scan: its split."""
+    name: str | None = None
+    """A merge: its name."""
+
+
+class ScanReply(QueryHeader):
+    """The scanned split: its size and loss range, and how fast it went."""
+
+    cancelled: Literal[False]
+    duration: float
+    samples_per_s: float | None
+    size: int
+    loss_mean: float | None
+    loss_min: float | None
+    loss_max: float | None
+
+
+class CancelReply(ReplyData):
+    """Whether something was running, and what it was."""
+
+    cancelled: bool
+    split: Split | None = None
+    """A scan of this split."""
+    fork: str | None = None
+    merge: str | None = None
+    compare: bool | None = None
+
+
+class HistogramReply(QueryHeader):
+    edges: list[float]
+    """``len(counts) + 1`` increasing bin edges."""
+    counts: list[int]
+    total: int
+    below: int
+    above: int
+    missing: int
+    """Samples without a finite loss."""
+    min: float | None
+    max: float | None
+    mean: float | None
+
+
+class QuantilesReply(QueryHeader):
+    q: list[float]
+    values: list[float | None]
+    count: int
+    mean: float | None
+
+
+class SampleRow(Message):
+    """One sample's current statistics (``None``: not known)."""
+
+    index: int
+    loss: float | None
+    confidence: float | None
+    variability: float | None
+    correct: float | None
+    margin: float | None
+    count: int
+    label: float | None
+
+
+class ClusterInfo(Message):
+    cluster: int
+    size: int
+    loss_mean: float | None
+
+
+class SelectionSummary(ReplyData):
+    """A named selection, without its ids."""
+
+    name: str
+    split: Split
+    source: SampleSource
+    step: int
+    criterion: dict[str, Any]
+    size: int
+    created: FiniteFloat
+
+
+class SelectReply(SelectionSummary):
+    loss_mean: float | None
+    loss_min: float | None
+    loss_max: float | None
+    preview: list[SampleRow]
+    """The selection's 20 highest-loss samples."""
+    threshold: float | None = None
+    """``quantile``: the loss at the quantile."""
+    clusters: list[ClusterInfo] | None = None
+    """``clusters``: every cluster of the k-means, by loss."""
+
+
+class SelectionsReply(ReplyData):
+    selections: list[SelectionSummary]
+
+
+class RowsReply(ReplyData):
+    name: str
+    total: int
+    offset: int
+    rows: list[SampleRow]
+
+
+class ExportSelectionReply(ReplyData):
+    name: str
+    path: str
+    rows: int
+    format: Literal["csv", "parquet", "json"]
+    bytes: int
+
+
+class DataMapReply(QueryHeader):
+    """Columns aligned by sample (a subsample of ``total``)."""
+
+    total: int
+    index: list[int]
+    confidence: list[float | None]
+    variability: list[float | None]
+    correct: list[float | None]
+    loss: list[float | None]
+
+
+class ExplorerReply(QueryHeader):
+    method: Literal["umap", "pca"]
+    total: int
+    index: list[int]
+    x: list[float | None]
+    y: list[float | None]
+    loss: list[float | None]
+
+
+class SamplePreviewReply(ReplyData):
+    split: Split
+    previews: list[dict[str, Any]]
+    """One per index asked for: ``{index, kind, ...}`` (``image``, ``text``, ``tensor`` or
+    ``error``)."""
+
+
+class ForkSummary(ReplyData):
+    """One fork of the session (``forks``), without its indices."""
+
+    name: str
+    run: str
+    parent: str
+    parent_step: int
+    selection: dict[str, Any]
+    budget: dict[str, int]
+    hparams: dict[str, Any]
+    status: ForkState
+    steps: int
+    duration: float
+    slice_loss: float | None
+    parent_slice_loss: float | None
+    message: str | None
+    has_weights: bool
+    created: FiniteFloat
+    warnings: list[str]
+
+
+class ForkReply(ForkSummary, Position):
+    """The fork's record when it ended (``status``) and where the parent run is."""
+
+
+class ForksReply(ReplyData):
+    forks: list[ForkSummary]
+
+
+class CompareTarget(Message):
+    """A set of samples the models are scored on: a fork's slice, the rest, validation."""
+
+    name: str
+    kind: str
+    split: Split
+    samples: int
+
+
+class Scores(Message):
+    """A model's mean loss and accuracy on each target, aligned with the targets."""
+
+    loss: list[float | None]
+    accuracy: list[float | None]
+
+
+class CompareRow(Scores):
+    model: str
+    run: str | None
+    """The model's run; ``None`` for a baseline (trained for the comparison only)."""
+    kind: str
+    """``main``, ``fork``, ``merge`` or a baseline (``continue``, ``oversample``)."""
+    fork: str | None = None
+    """A baseline: the fork whose budget (and, oversampled, slice) it was trained with."""
+    steps: int | None = None
+    """A baseline: the optimizer steps it was trained for."""
+
+
+class CompareReply(ReplyData):
+    """The comparison table: one row per model, its scores aligned with ``targets``."""
+
+    cancelled: Literal[False]
+    step: int
+    targets: list[CompareTarget]
+    rows: list[CompareRow]
+    notes: list[str]
+    """Why some baselines are missing, if any."""
+    duration: float
+
+
+class MergeReply(Position):
+    """The merge's report: the scores before and after on each target, and whether the
+    merged weights replaced the run's."""
+
+    name: str
+    run: str | None
+    """The merge's run; ``None`` when it was not applied."""
+    method: MergeMethod
+    forks: list[str]
+    kept: list[str] | None
+    """``greedy``: the models kept."""
+    choice: dict[str, Any]
+    """The options chosen on validation (weights, temperature, strength)."""
+    grid: list[dict[str, Any]]
+    optimizer: Literal["keep", "reset"]
+    targets: list[CompareTarget]
+    before: Scores
+    after: Scores
+    distill: dict[str, float] | None
+    applied: bool
+    reason: str | None = None
+    """Why it was not applied."""
+    gate: dict[str, Any]
+    duration: float
+
+
+class DiscardReply(Position):
+    name: str
+    run: str
+    active: str
+    """The node active again."""
+
+
+REPLIES: dict[str, type[Message] | UnionType] = {
+    "subscribe": SubscribeReply,
+    "unsubscribe": SeqReply,
+    "history": HistoryReply,
+    "status": StatusReply,
+    "ping": PingReply,
+    "pause": Position,
+    "resume": ResumeReply,
+    "stop": StopReply,
+    "test": TestOutcome,
+    "health": HealthOutcome,
+    "set": SetReply,
+    "export": ExportReply,
+    "import": LoadReply,
+    "checkpoints": CheckpointsReply,
+    "restore": LoadReply,
+    "snapshot": CheckpointEntry,
+    "scan": ScanReply | Cancelled,
+    "cancel": CancelReply,
+    "histogram": HistogramReply,
+    "quantiles": QuantilesReply,
+    "select": SelectReply,
+    "selections": SelectionsReply,
+    "selection_rows": RowsReply,
+    "export_selection": ExportSelectionReply,
+    "data_map": DataMapReply,
+    "explorer": ExplorerReply,
+    "sample_preview": SamplePreviewReply,
+    "fork": ForkReply,
+    "forks": ForksReply,
+    "compare": CompareReply | Cancelled,
+    "merge": MergeReply | Cancelled,
+    "discard_merge": DiscardReply,
+    "lineage": LineageView,
+}
+"""The model of each command's reply data, by command ``type`` (a scan, comparison or merge
+may instead answer :class:`Cancelled`)."""
+
 
 SAMPLE_COMMANDS = frozenset(
     {"scan", "cancel", "histogram", "quantiles", "select", "selections", "selection_rows"}

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from onthefly.protocol import CLIENT_COMMAND, SERVER_MESSAGE
+from onthefly.protocol import CLIENT_COMMAND, REPLIES, SERVER_MESSAGE
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "extension" / "protocol.schema.json"
 REGENERATE = "python -m onthefly.schema"
@@ -41,18 +41,37 @@ def _require_type_tags(defs: dict[str, Any]) -> None:
                 required.insert(0, "type")
 
 
+def _adapter(model: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(model)
+
+
+def _replies(keyed: dict[Any, Any]) -> dict[str, Any]:
+    """``Replies``: each command ``type`` mapped to the schema of its reply's data, so that
+    the TypeScript side reads ``Replies[C["type"]]`` for command ``C``."""
+    return {
+        "type": "object",
+        "description": "The data of the reply to each command type.",
+        "properties": {kind: keyed[(kind, "serialization")] for kind in REPLIES},
+        "required": list(REPLIES),
+        "additionalProperties": False,
+    }
+
+
 def build_schema() -> dict[str, Any]:
-    """The schema of both directions, as one document with shared ``$defs``."""
+    """The schema of both directions and of every reply's data, as one document with shared
+    ``$defs``."""
     keyed, defs = TypeAdapter.json_schemas(
         [
             ("ServerMessage", "serialization", SERVER_MESSAGE),
             ("Command", "validation", CLIENT_COMMAND),
+            *((kind, "serialization", _adapter(model)) for kind, model in REPLIES.items()),
         ],
         ref_template="#/$defs/{model}",
     )
     all_defs = dict(defs.get("$defs", {}))
     all_defs["ServerMessage"] = keyed[("ServerMessage", "serialization")]
     all_defs["Command"] = keyed[("Command", "validation")]
+    all_defs["Replies"] = _replies(keyed)
     _require_type_tags(all_defs)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from onthefly.protocol import CLIENT_COMMAND, SERVER_MESSAGE
+from onthefly.protocol import CLIENT_COMMAND, REPLIES, SERVER_MESSAGE
 
 EXAMPLES = Path(__file__).resolve().parent / "protocol_examples"
 Direction = Literal["server", "command"]
@@ -35,6 +35,17 @@ def load_strict(path: Path) -> Any:
     return loads_strict(path.read_bytes())
 
 
+def reply_files(validity: Literal["valid", "invalid"]) -> list[Path]:
+    """The reply-data examples of one folder (``<command>[-<case>].json``), sorted by name."""
+    return sorted((EXAMPLES / validity / "reply").glob("*.json"))
+
+
+def reply_adapter(command: str) -> TypeAdapter[Any]:
+    """Validates the data of the reply to a ``command`` command."""
+    return TypeAdapter(REPLIES[command])
+
+
 def tag_of(path: Path) -> str:
-    """The message type a valid example's file name claims (``metrics-nan`` -> ``metrics``)."""
+    """The message (or command) type an example's file name claims (``metrics-nan`` ->
+    ``metrics``)."""
     return path.stem.split("-", 1)[0]

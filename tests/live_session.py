@@ -12,8 +12,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
+from onthefly.protocol import (
+    MetricsBody,
+    Position,
+    RunState,
+    StatusBody,
+    TestOutcome,
+    TestResultBody,
+)
 from onthefly.server.discovery import sessions_dir
 from onthefly.server.pending import PendingCommand
 from onthefly.server.session_server import SessionServer
@@ -27,7 +34,7 @@ class Training:
         self.run = server.main_run
         self.step = 0
         self.epoch = 0
-        self.state = "running"
+        self.state: RunState = "running"
         self.tests = 0
         self.hold = False
         """While true, control commands are kept unanswered in :attr:`held`."""
@@ -43,7 +50,7 @@ class Training:
             self.step += 1
             values = {"loss": 1.0 / self.step, "acc": None}
             self.server.publish(
-                self.run, "metrics", step=self.step, epoch=self.epoch, values=values
+                self.run, MetricsBody(step=self.step, epoch=self.epoch, values=values)
             )
 
     def finish(self) -> None:
@@ -53,14 +60,14 @@ class Training:
         self._stop.set()
         self._thread.join()
 
-    def _set_state(self, state: str, reason: str | None = None) -> None:
+    def _set_state(self, state: RunState, reason: str | None = None) -> None:
         self.state = state
         self.server.publish(
-            self.run, "status", state=state, step=self.step, epoch=self.epoch, reason=reason
+            self.run, StatusBody(state=state, step=self.step, epoch=self.epoch, reason=reason)
         )
 
-    def _where(self) -> dict[str, Any]:
-        return {"state": self.state, "step": self.step, "epoch": self.epoch}
+    def _where(self) -> Position:
+        return Position(state=self.state, step=self.step, epoch=self.epoch)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -78,29 +85,25 @@ class Training:
         command = pending.command
         if command.type == "pause":
             self._set_state("paused", reason="pause command")
-            pending.reply(**self._where())
+            pending.reply(self._where())
         elif command.type == "resume":
             if self.state != "paused":
                 pending.fail("invalid_state", f"the run is {self.state}; expected paused")
                 return
             self._set_state("running", reason="resume command")
-            pending.reply(**self._where())
+            # A stand-in with no limits to report: its resume and stop say where it is only.
+            pending.relay(self._where().model_dump())
         elif command.type == "stop":
             self._set_state("finished", reason="stop command")
-            pending.reply(**self._where())
+            pending.relay(self._where().model_dump())
         else:  # test
             self.tests += 1
             label = getattr(command, "label", None) or f"test_{self.tests}"
-            self.server.publish(
-                self.run,
-                "test_result",
-                label=label,
-                step=self.step,
-                loss=0.25,
-                metrics={"test_acc": 0.75},
-                duration=0.5,
+            outcome = TestOutcome(
+                label=label, step=self.step, loss=0.25, metrics={"test_acc": 0.75}, duration=0.5
             )
-            pending.reply(label=label, step=self.step, loss=0.25)
+            self.server.publish(self.run, TestResultBody(**dict(outcome)))
+            pending.reply(outcome)
 
 
 @contextmanager

@@ -12,8 +12,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from onthefly import schema
-from onthefly.protocol import Command, ServerMessage
-from tests.golden import DIRECTIONS, Direction, example_files, load_strict
+from onthefly.protocol import REPLIES, Command, ServerMessage
+from tests.golden import DIRECTIONS, Direction, example_files, load_strict, reply_files, tag_of
 
 ROOTS: dict[Direction, str] = {"server": "ServerMessage", "command": "Command"}
 
@@ -23,6 +23,13 @@ def _validator(direction: Direction) -> Draft202012Validator:
     document: dict[str, Any] = json.loads(schema.SCHEMA_PATH.read_text(encoding="utf-8"))
     document["$ref"] = f"#/$defs/{ROOTS[direction]}"
     Draft202012Validator.check_schema(document)
+    return Draft202012Validator(document)
+
+
+@functools.cache
+def _reply_validator(command: str) -> Draft202012Validator:
+    document: dict[str, Any] = json.loads(schema.SCHEMA_PATH.read_text(encoding="utf-8"))
+    document["$ref"] = f"#/$defs/Replies/properties/{command}"
     return Draft202012Validator(document)
 
 
@@ -74,3 +81,19 @@ def test_schema_rejects_a_message_without_its_type_tag(direction: Direction) -> 
     for path in example_files("valid", direction):
         untagged = {k: v for k, v in load_strict(path).items() if k != "type"}
         assert not _validator(direction).is_valid(untagged), path.name
+
+
+def test_the_schema_maps_every_command_to_its_reply_model() -> None:
+    replies = json.loads(schema.render())["$defs"]["Replies"]
+    assert set(replies["properties"]) == set(REPLIES) == set(replies["required"])
+
+
+@pytest.mark.parametrize("path", reply_files("valid"), ids=lambda p: p.stem)
+def test_schema_accepts_valid_reply_example(path: Path) -> None:
+    errors = [e.message for e in _reply_validator(tag_of(path)).iter_errors(load_strict(path))]
+    assert not errors
+
+
+@pytest.mark.parametrize("path", reply_files("invalid"), ids=lambda p: p.stem)
+def test_schema_rejects_invalid_reply_example(path: Path) -> None:
+    assert not _reply_validator(tag_of(path)).is_valid(load_strict(path))

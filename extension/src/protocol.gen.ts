@@ -126,6 +126,8 @@ export interface Batch {
   type: 'batch';
 }
 /**
+ * A new run of the session (the main run, a fork or a merge) and what is known of it.
+ *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "RunStarted".
  */
@@ -164,6 +166,8 @@ export interface RunInfo {
   step: number;
 }
 /**
+ * The run's state changed (``reason`` says why), at ``step`` of ``epoch``.
+ *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "StatusChanged".
  */
@@ -254,6 +258,8 @@ export interface GpuStats {
   utilization: number | null;
 }
 /**
+ * A forwarded Python ``logging`` record or warning of the training process.
+ *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "LogEvent".
  */
@@ -520,6 +526,44 @@ export interface Cancel {
   type: 'cancel';
 }
 /**
+ * Whether something was running, and what it was.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "CancelReply".
+ */
+export interface CancelReply {
+  cancelled: boolean;
+  compare?: boolean | null;
+  fork?: string | null;
+  merge?: string | null;
+  split?: ('train' | 'val' | 'test') | null;
+}
+/**
+ * A scan, comparison or merge stopped by ``cancel`` before it finished.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Cancelled".
+ */
+export interface Cancelled {
+  cancelled: true;
+  name?: string | null;
+  split?: ('train' | 'val' | 'test') | null;
+}
+/**
+ * One snapshot of the checkpoint ring (``snapshot`` replies with the new one).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "CheckpointEntry".
+ */
+export interface CheckpointEntry {
+  epoch: number;
+  id: string;
+  reason: string;
+  size: number;
+  step: number;
+  time: number;
+}
+/**
  * List the run's checkpoint ring (id, step, epoch, reason, time, size).
  *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
@@ -531,6 +575,15 @@ export interface Checkpoints {
   type: 'checkpoints';
 }
 /**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "CheckpointsReply".
+ */
+export interface CheckpointsReply {
+  capacity: number;
+  checkpoints: CheckpointEntry[];
+  max_bytes: number;
+}
+/**
  * Wall-clock anchors of a run: at ``steps[i]`` it was ``times[i]`` (UNIX seconds). One
  * anchor per second of training at most, so a step's time is interpolated between two.
  *
@@ -540,6 +593,15 @@ export interface Checkpoints {
 export interface Clock {
   steps: number[];
   times: number[];
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ClusterInfo".
+ */
+export interface ClusterInfo {
+  cluster: number;
+  loss_mean: number | null;
+  size: number;
 }
 /**
  * This client fell behind: telemetry events in ``[from_seq, to_seq]`` were skipped.
@@ -1032,6 +1094,74 @@ export interface ShowLineage {
   type: 'lineage';
 }
 /**
+ * The comparison table: one row per model, its scores aligned with ``targets``.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "CompareReply".
+ */
+export interface CompareReply {
+  cancelled: false;
+  duration: number;
+  notes: string[];
+  rows: CompareRow[];
+  step: number;
+  targets: CompareTarget[];
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "CompareRow".
+ */
+export interface CompareRow {
+  accuracy: (number | null)[];
+  fork: string | null;
+  kind: string;
+  loss: (number | null)[];
+  model: string;
+  run: string | null;
+  steps: number | null;
+}
+/**
+ * A set of samples the models are scored on: a fork's slice, the rest, validation.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "CompareTarget".
+ */
+export interface CompareTarget {
+  kind: string;
+  name: string;
+  samples: number;
+  split: 'train' | 'val' | 'test';
+}
+/**
+ * Columns aligned by sample (a subsample of ``total``).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "DataMapReply".
+ */
+export interface DataMapReply {
+  confidence: (number | null)[];
+  correct: (number | null)[];
+  index: number[];
+  loss: (number | null)[];
+  source: 'training' | 'scan';
+  split: 'train' | 'val' | 'test';
+  step: number;
+  total: number;
+  variability: (number | null)[];
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "DiscardReply".
+ */
+export interface DiscardReply {
+  active: string;
+  epoch: number;
+  name: string;
+  run: string;
+  state: ('running' | 'paused' | 'testing' | 'finished') | 'stopping';
+  step: number;
+}
+/**
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "ErrorInfo".
  */
@@ -1063,6 +1193,128 @@ export interface ErrorReply {
   type: 'error';
 }
 /**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ExplorerReply".
+ */
+export interface ExplorerReply {
+  index: number[];
+  loss: (number | null)[];
+  method: 'umap' | 'pca';
+  source: 'training' | 'scan';
+  split: 'train' | 'val' | 'test';
+  step: number;
+  total: number;
+  x: (number | null)[];
+  y: (number | null)[];
+}
+/**
+ * The written session file: its absolute ``path`` and ``size`` in bytes.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ExportReply".
+ */
+export interface ExportReply {
+  epoch?: number | null;
+  path?: string | null;
+  size?: number | null;
+  step?: number | null;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ExportSelectionReply".
+ */
+export interface ExportSelectionReply {
+  bytes: number;
+  format: 'csv' | 'parquet' | 'json';
+  name: string;
+  path: string;
+  rows: number;
+}
+/**
+ * The fork's record when it ended (``status``) and where the parent run is.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ForkReply".
+ */
+export interface ForkReply {
+  budget: {
+    [k: string]: number | undefined;
+  };
+  created: number;
+  duration: number;
+  epoch: number;
+  has_weights: boolean;
+  hparams: {
+    [k: string]: unknown | undefined;
+  };
+  message: string | null;
+  name: string;
+  parent: string;
+  parent_slice_loss: number | null;
+  parent_step: number;
+  run: string;
+  selection: {
+    [k: string]: unknown | undefined;
+  };
+  slice_loss: number | null;
+  state: ('running' | 'paused' | 'testing' | 'finished') | 'stopping';
+  status: 'running' | 'done' | 'cancelled' | 'failed';
+  step: number;
+  steps: number;
+  warnings: string[];
+}
+/**
+ * One fork of the session (``forks``), without its indices.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ForkSummary".
+ */
+export interface ForkSummary {
+  budget: {
+    [k: string]: number | undefined;
+  };
+  created: number;
+  duration: number;
+  has_weights: boolean;
+  hparams: {
+    [k: string]: unknown | undefined;
+  };
+  message: string | null;
+  name: string;
+  parent: string;
+  parent_slice_loss: number | null;
+  parent_step: number;
+  run: string;
+  selection: {
+    [k: string]: unknown | undefined;
+  };
+  slice_loss: number | null;
+  status: 'running' | 'done' | 'cancelled' | 'failed';
+  steps: number;
+  warnings: string[];
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ForksReply".
+ */
+export interface ForksReply {
+  forks: ForkSummary[];
+}
+/**
+ * The findings of one health check: the ``health`` command's reply and, with its tag,
+ * the ``health_result`` event.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "HealthOutcome".
+ */
+export interface HealthOutcome {
+  check:
+    'determinism' | 'gradients' | 'instability' | 'activations' | 'throughput' | 'distribution';
+  duration: number;
+  findings: Finding[];
+  step: number;
+}
+/**
  * First frame on every connection.
  *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
@@ -1076,6 +1328,391 @@ export interface Hello {
   time: number;
   type: 'hello';
   v: 1;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "HistogramReply".
+ */
+export interface HistogramReply {
+  above: number;
+  below: number;
+  counts: number[];
+  edges: number[];
+  max: number | null;
+  mean: number | null;
+  min: number | null;
+  missing: number;
+  source: 'training' | 'scan';
+  split: 'train' | 'val' | 'test';
+  step: number;
+  total: number;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "HistoryReply".
+ */
+export interface HistoryReply {
+  metric: string;
+  run: string;
+  series: Series;
+  split: 'train' | 'val' | 'test';
+}
+/**
+ * A metric's points, in step order. Decimated series keep each bucket's min and max.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Series".
+ */
+export interface Series {
+  decimated: boolean;
+  steps: number[];
+  values: (number | null)[];
+}
+/**
+ * One hyperparameter of one param group changed at ``step``: an item of the ``set``
+ * reply and, with its tag, the ``hparam_change`` event.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "HparamEdit".
+ */
+export interface HparamEdit {
+  group: number;
+  name: 'lr' | 'weight_decay' | 'momentum' | 'betas' | 'eps';
+  new: number | number[];
+  old: number | number[] | null;
+  optimizer: number;
+  step: number;
+}
+/**
+ * The session's models as a DAG: the ``lineage`` command's reply and, with its tag, the
+ * ``lineage`` event.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "LineageView".
+ */
+export interface LineageView {
+  active: string;
+  edges: LineageEdge[];
+  nodes: LineageNode[];
+}
+/**
+ * What ``import`` or ``restore`` loaded into the paused run.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "LoadReply".
+ */
+export interface LoadReply {
+  epoch: number;
+  loaded: string;
+  loaded_epoch: number;
+  loaded_step: number;
+  state: ('running' | 'paused' | 'testing' | 'finished') | 'stopping';
+  step: number;
+}
+/**
+ * The merge's report: the scores before and after on each target, and whether the
+ * merged weights replaced the run's.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "MergeReply".
+ */
+export interface MergeReply {
+  after: Scores;
+  applied: boolean;
+  before: Scores;
+  choice: {
+    [k: string]: unknown | undefined;
+  };
+  distill: {
+    [k: string]: number | undefined;
+  } | null;
+  duration: number;
+  epoch: number;
+  forks: string[];
+  gate: {
+    [k: string]: unknown | undefined;
+  };
+  grid: {
+    [k: string]: unknown | undefined;
+  }[];
+  kept: string[] | null;
+  method: 'soup' | 'greedy' | 'fisher' | 'distill' | 'adapter';
+  name: string;
+  optimizer: 'keep' | 'reset';
+  reason?: string | null;
+  run: string | null;
+  state: ('running' | 'paused' | 'testing' | 'finished') | 'stopping';
+  step: number;
+  targets: CompareTarget[];
+}
+/**
+ * A model's mean loss and accuracy on each target, aligned with the targets.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Scores".
+ */
+export interface Scores {
+  accuracy: (number | null)[];
+  loss: (number | null)[];
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "PingReply".
+ */
+export interface PingReply {
+  seq: number;
+  time: number;
+}
+/**
+ * Where the run is when the command took effect (``pause``).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Position".
+ */
+export interface Position {
+  epoch: number;
+  state: ('running' | 'paused' | 'testing' | 'finished') | 'stopping';
+  step: number;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "QuantilesReply".
+ */
+export interface QuantilesReply {
+  count: number;
+  mean: number | null;
+  q: number[];
+  source: 'training' | 'scan';
+  split: 'train' | 'val' | 'test';
+  step: number;
+  values: (number | null)[];
+}
+/**
+ * The data of the reply to each command type.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Replies".
+ */
+export interface Replies {
+  cancel: CancelReply;
+  checkpoints: CheckpointsReply;
+  compare: CompareReply | Cancelled;
+  data_map: DataMapReply;
+  discard_merge: DiscardReply;
+  explorer: ExplorerReply;
+  export: ExportReply;
+  export_selection: ExportSelectionReply;
+  fork: ForkReply;
+  forks: ForksReply;
+  health: HealthOutcome;
+  histogram: HistogramReply;
+  history: HistoryReply;
+  import: LoadReply;
+  lineage: LineageView;
+  merge: MergeReply | Cancelled;
+  pause: Position;
+  ping: PingReply;
+  quantiles: QuantilesReply;
+  restore: LoadReply;
+  resume: ResumeReply;
+  sample_preview: SamplePreviewReply;
+  scan: ScanReply | Cancelled;
+  select: SelectReply;
+  selection_rows: RowsReply;
+  selections: SelectionsReply;
+  set: SetReply;
+  snapshot: CheckpointEntry;
+  status: StatusReply;
+  stop: StopReply;
+  subscribe: SubscribeReply;
+  test: TestOutcome;
+  unsubscribe: SeqReply;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ResumeReply".
+ */
+export interface ResumeReply {
+  after_end?: {
+    [k: string]: number | undefined;
+  } | null;
+  epoch: number;
+  max_epochs: number | null;
+  max_steps: number | null;
+  state: ('running' | 'paused' | 'testing' | 'finished') | 'stopping';
+  step: number;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SamplePreviewReply".
+ */
+export interface SamplePreviewReply {
+  previews: {
+    [k: string]: unknown | undefined;
+  }[];
+  split: 'train' | 'val' | 'test';
+}
+/**
+ * The scanned split: its size and loss range, and how fast it went.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "ScanReply".
+ */
+export interface ScanReply {
+  cancelled: false;
+  duration: number;
+  loss_max: number | null;
+  loss_mean: number | null;
+  loss_min: number | null;
+  samples_per_s: number | null;
+  size: number;
+  source: 'training' | 'scan';
+  split: 'train' | 'val' | 'test';
+  step: number;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SelectReply".
+ */
+export interface SelectReply {
+  clusters?: ClusterInfo[] | null;
+  created: number;
+  criterion: {
+    [k: string]: unknown | undefined;
+  };
+  loss_max: number | null;
+  loss_mean: number | null;
+  loss_min: number | null;
+  name: string;
+  preview: SampleRow[];
+  size: number;
+  source: 'training' | 'scan';
+  split: 'train' | 'val' | 'test';
+  step: number;
+  threshold?: number | null;
+}
+/**
+ * One sample's current statistics (``None``: not known).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SampleRow".
+ */
+export interface SampleRow {
+  confidence: number | null;
+  correct: number | null;
+  count: number;
+  index: number;
+  label: number | null;
+  loss: number | null;
+  margin: number | null;
+  variability: number | null;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "RowsReply".
+ */
+export interface RowsReply {
+  name: string;
+  offset: number;
+  rows: SampleRow[];
+  total: number;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SelectionsReply".
+ */
+export interface SelectionsReply {
+  selections: SelectionSummary[];
+}
+/**
+ * A named selection, without its ids.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SelectionSummary".
+ */
+export interface SelectionSummary {
+  created: number;
+  criterion: {
+    [k: string]: unknown | undefined;
+  };
+  name: string;
+  size: number;
+  source: 'training' | 'scan';
+  split: 'train' | 'val' | 'test';
+  step: number;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SetReply".
+ */
+export interface SetReply {
+  changes: HparamEdit[];
+  step: number;
+}
+/**
+ * Every run of the session, and the state of the one asked about (``run``).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "StatusReply".
+ */
+export interface StatusReply {
+  alerts: (
+    'nonfinite_loss' | 'nonfinite_grad' | 'loss_spike' | 'stalled' | 'loader_crashed' | 'crashed'
+  )[];
+  epoch: number;
+  latest: {
+    [k: string]: number | null | undefined;
+  };
+  run: string;
+  runs: RunInfo[];
+  seq: number;
+  state: 'running' | 'paused' | 'testing' | 'finished';
+  step: number;
+}
+/**
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "StopReply".
+ */
+export interface StopReply {
+  epoch: number;
+  state: ('running' | 'paused' | 'testing' | 'finished') | 'stopping';
+  step: number;
+  stopping: boolean;
+}
+/**
+ * ``snapshot``: a ``snapshot`` frame follows; ``replay``: the events after ``since`` do.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SubscribeReply".
+ */
+export interface SubscribeReply {
+  mode: 'snapshot' | 'replay';
+  seq: number;
+}
+/**
+ * One evaluation of the test loader: the ``test`` command's reply and, with its tag, the
+ * ``test_result`` event.
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "TestOutcome".
+ */
+export interface TestOutcome {
+  duration: number;
+  label: string;
+  loss: number | null;
+  metrics: {
+    [k: string]: number | null | undefined;
+  };
+  step: number;
+}
+/**
+ * The ``seq`` of the latest stream event (``unsubscribe``).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "SeqReply".
+ */
+export interface SeqReply {
+  seq: number;
 }
 /**
  * The successful answer to the command ``id``.
@@ -1123,17 +1760,6 @@ export interface RunSnapshot {
   started_at: number;
   state: 'running' | 'paused' | 'testing' | 'finished';
   step: number;
-}
-/**
- * A metric's points, in step order. Decimated series keep each bucket's min and max.
- *
- * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
- * via the `definition` "Series".
- */
-export interface Series {
-  decimated: boolean;
-  steps: number[];
-  values: (number | null)[];
 }
 /**
  * State of every run up to and including stream event ``seq``; live events follow.

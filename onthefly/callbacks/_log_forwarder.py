@@ -16,12 +16,18 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from onthefly.protocol import LogBody, LogLevel, LogRecord
+
 _OWN_LOGGERS = ("onthefly.server", "websockets")
 _MAX_MESSAGE = 10_000
-_LEVELS = ((logging.CRITICAL, "CRITICAL"), (logging.ERROR, "ERROR"), (logging.WARNING, "WARNING"))
+_LEVELS: tuple[tuple[int, LogLevel], ...] = (
+    (logging.CRITICAL, "CRITICAL"),
+    (logging.ERROR, "ERROR"),
+    (logging.WARNING, "WARNING"),
+)
 
 
-def level_name(levelno: int) -> str:
+def level_name(levelno: int) -> LogLevel:
     """The protocol's level for a ``logging`` level number (custom levels round down)."""
     for threshold, name in _LEVELS:
         if levelno >= threshold:
@@ -30,14 +36,14 @@ def level_name(levelno: int) -> str:
 
 
 class LogForwarder(logging.Handler):
-    """Sends log records and warnings to ``publish(record={...})``.
+    """Sends log records and warnings to ``publish(LogBody(...))``.
 
     Args:
-        publish: sends one ``log`` event's fields; may be called from any thread.
+        publish: sends one ``log`` event; may be called from any thread.
         level: the lowest level forwarded (name or number).
     """
 
-    def __init__(self, publish: Callable[..., None], level: int | str = logging.INFO) -> None:
+    def __init__(self, publish: Callable[[LogBody], None], level: int | str = logging.INFO) -> None:
         super().__init__(level.upper() if isinstance(level, str) else level)
         self._publish = publish
         self._busy = threading.local()
@@ -89,19 +95,15 @@ class LogForwarder(logging.Handler):
         finally:
             self._busy.active = False
 
-    def _send(self, created: float, level: str, logger: str, message: str) -> None:
+    def _send(self, created: float, level: LogLevel, logger: str, message: str) -> None:
         if getattr(self._busy, "active", False):
             return
         self._busy.active = True  # a record logged while publishing must not come back here
         try:
-            self._publish(
-                record={
-                    "time": created,
-                    "level": level,
-                    "logger": logger,
-                    "message": message[:_MAX_MESSAGE],
-                }
+            record = LogRecord(
+                time=created, level=level, logger=logger, message=message[:_MAX_MESSAGE]
             )
+            self._publish(LogBody(record=record))
         except Exception:  # a log line that cannot be sent is dropped; the run goes on
             pass
         finally:

@@ -19,6 +19,8 @@ from typing import Any
 import psutil
 import torch
 
+from onthefly.protocol import RuntimeBody
+
 log = logging.getLogger(__name__)
 
 
@@ -91,7 +93,7 @@ class RuntimeSampler:
     Args:
         clock: the stamps of the training thread.
         step: returns the current optimizer step.
-        publish: sends the event's fields (``publish(**fields)``).
+        publish: sends the event.
         interval: seconds between samples.
     """
 
@@ -99,7 +101,7 @@ class RuntimeSampler:
         self,
         clock: StepClock,
         step: Callable[[], int],
-        publish: Callable[..., None],
+        publish: Callable[[RuntimeBody], None],
         interval: float = 1.0,
     ) -> None:
         self._clock = clock
@@ -140,7 +142,7 @@ class RuntimeSampler:
         while not self._stop.wait(self._interval):
             try:
                 current = self._window()
-                self._publish(**self._sample(previous, current))
+                self._publish(RuntimeBody(**self._sample(previous, current)))
                 previous = current
             except Exception:  # sampling must never disturb the run; say so once
                 log.warning("runtime sampling stopped after an error", exc_info=True)

@@ -41,7 +41,7 @@ from onthefly.commands.registry import Boundary
 from onthefly.drivers import driver
 from onthefly.drivers.base import TrainerHost
 from onthefly.errors import SessionFileError
-from onthefly.protocol import Snapshot
+from onthefly.protocol import CheckpointEntry, CheckpointsReply, ExportReply, LoadReply, Snapshot
 from onthefly.sessions import loaders, payload, resume, rng, training_state
 from onthefly.sessions.archive import SessionArchive
 from onthefly.sessions.manifest import Reason
@@ -307,7 +307,7 @@ class Checkpointer(Callback):
         except SessionFileError as exc:
             cmd.fail("file_error", str(exc))
             return
-        cmd.reply(**result)
+        cmd.reply(ExportReply(**result))
 
     def _on_import(self, boundary: Boundary, cmd: PendingCommand) -> None:
         path = cmd.command.path  # type: ignore[union-attr]
@@ -351,17 +351,21 @@ class Checkpointer(Callback):
             trainer.global_step,
         )
         cmd.reply(
-            **self.session.position(trainer),
-            loaded=what,
-            loaded_step=saved.manifest.step,
-            loaded_epoch=saved.manifest.epoch,
+            LoadReply(
+                **self.session.position(trainer),
+                loaded=what,
+                loaded_step=saved.manifest.step,
+                loaded_epoch=saved.manifest.epoch,
+            )
         )
 
     def _on_checkpoints(self, boundary: Boundary, cmd: PendingCommand) -> None:
         cmd.reply(
-            checkpoints=[entry.to_json() for entry in self.ring.entries()],
-            capacity=self.ring.capacity,
-            max_bytes=self.ring.max_bytes,
+            CheckpointsReply(
+                checkpoints=[CheckpointEntry(**e.to_json()) for e in self.ring.entries()],
+                capacity=self.ring.capacity,
+                max_bytes=self.ring.max_bytes,
+            )
         )
 
     def _on_snapshot(self, boundary: Boundary, cmd: PendingCommand) -> None:
@@ -377,7 +381,7 @@ class Checkpointer(Callback):
                 "than checkpoint_bytes",
             )
             return
-        cmd.reply(**entry.to_json())
+        cmd.reply(CheckpointEntry(**entry.to_json()))
 
 
 def _per_rank_positions(ranks: list[dict[str, Any]]) -> dict[str, Any]:

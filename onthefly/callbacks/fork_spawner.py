@@ -62,6 +62,14 @@ from onthefly.forks.spawn import (
     train_fork,
 )
 from onthefly.forks.stream import ForkStream
+from onthefly.protocol import (
+    CancelReply,
+    ForkReply,
+    ForksReply,
+    LineageBody,
+    LineageView,
+    StatusBody,
+)
 from onthefly.samples.commands import criterion_of
 from onthefly.samples.selection import choose
 from onthefly.samples.store import NoData
@@ -134,7 +142,9 @@ class ForkSpawner(Callback):
             session.commands.register(kind, handler)
         session.ranks.on_call(merge_command.REPLICATE, merge_command.replicate)
         if "cancel" not in session.commands:  # without a sample tracker, nobody answers it
-            session.commands.register("cancel", lambda boundary, cmd: cmd.reply(cancelled=False))
+            session.commands.register(
+                "cancel", lambda boundary, cmd: cmd.reply(CancelReply(cancelled=False))
+            )
         session.listen("status", self._on_status)
 
     # ------------------------------------------------------------------ state
@@ -160,7 +170,7 @@ class ForkSpawner(Callback):
         server = self.session.server
         if server is not None:
             self.lineage.bind_main(server.main_run, self.session.run_name)
-            server.publish(server.main_run, "lineage", **self.lineage.to_json())
+            server.publish(server.main_run, LineageBody(**self.lineage.to_json()))
 
     def taken_names(self) -> set[str]:
         """Names of forks and merges so far (both name files and runs)."""
@@ -259,16 +269,19 @@ class ForkSpawner(Callback):
             )
             stream.progress(outcome.status, outcome.message)
             publish(
-                "status",
-                state="finished",
-                step=step + outcome.steps,
-                epoch=0,
-                reason=outcome.status if outcome.message is None else f"failed: {outcome.message}",
+                StatusBody(
+                    state="finished",
+                    step=step + outcome.steps,
+                    epoch=0,
+                    reason=outcome.status
+                    if outcome.message is None
+                    else f"failed: {outcome.message}",
+                )
             )
             self.publish_lineage()
             del model, optimizer
             _release_memory()
-            cmd.reply(**record.summary(), **session.position(trainer))
+            cmd.reply(ForkReply(**record.summary(), **session.position(trainer)))
         finally:
             interrupts.replay(boundary)  # what came in meanwhile runs after the answer
 
@@ -327,13 +340,13 @@ class ForkSpawner(Callback):
     # ------------------------------------------------------------------ queries
 
     def _forks(self, boundary: Boundary, cmd: PendingCommand) -> None:
-        cmd.reply(forks=self.registry.summaries())
+        cmd.reply(ForksReply.model_validate({"forks": self.registry.summaries()}))
 
     def _lineage(self, boundary: Boundary, cmd: PendingCommand) -> None:
         server = self.session.server
         if server is not None:
             self.lineage.bind_main(server.main_run, self.session.run_name)
-        cmd.reply(**self.lineage.to_json())
+        cmd.reply(LineageView(**self.lineage.to_json()))
 
     # ------------------------------------------------------------------ compare and merge
 

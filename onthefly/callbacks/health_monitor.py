@@ -26,7 +26,7 @@ from onthefly.commands.registry import Boundary
 from onthefly.drivers.base import TrainerHost
 from onthefly.errors import ConfigurationError
 from onthefly.health.distribution import Control, check_distribution
-from onthefly.protocol import HealthCheck
+from onthefly.protocol import HealthCheck, HealthOutcome, HealthResultBody
 
 if TYPE_CHECKING:
     from torch.utils.hooks import RemovableHandle
@@ -138,14 +138,14 @@ class HealthMonitor(Callback):
         self.session.quiesce()  # Telemetry ships its tail: the history is up to date
         started = time.perf_counter()
         findings = self._findings(boundary, check)
-        result = {
+        result: dict[str, Any] = {
             "check": check,
             "step": int(boundary.trainer.global_step),
             "findings": [f.model_dump() for f in findings],
             "duration": time.perf_counter() - started,
         }
         self.results[check] = result
-        self.session.publish("health_result", **result)
+        self.session.publish(HealthResultBody(**result))
         return result
 
     def _findings(self, boundary: Boundary, check: HealthCheck) -> list[health.Finding]:
@@ -182,7 +182,7 @@ class HealthMonitor(Callback):
         except ConfigurationError as exc:
             cmd.fail("unsupported", f"the {check} check cannot run: {exc}")
             return
-        cmd.reply(**result)
+        cmd.reply(HealthOutcome(**result))
 
     def _count_taken(self, *args: Any) -> None:
         self._taken += 1

@@ -34,6 +34,7 @@ from onthefly.callbacks.session import RunSession
 from onthefly.commands.registry import Boundary
 from onthefly.drivers.base import TrainerHost
 from onthefly.errors import ConfigurationError
+from onthefly.protocol import HparamChangeBody, HparamEdit, HparamErrorBody, RolledBack, SetReply
 
 if TYPE_CHECKING:
     from onthefly.server import PendingCommand
@@ -108,7 +109,7 @@ class HparamEditor(Callback):
         step = int(trainer.global_step)
         made = [{"step": step, **change.as_dict()} for change in changes]
         for change in made:
-            self.session.publish("hparam_change", **change)
+            self.session.publish(HparamChangeBody(**change))
         self.changes.extend(made)
         return made
 
@@ -138,11 +139,14 @@ class HparamEditor(Callback):
             message,
         )
         rolled_back = [
-            {"group": c.group, "name": c.name, "restored": c.new, "rejected": c.old} for c in undone
+            RolledBack.model_validate(
+                {"group": c.group, "name": c.name, "restored": c.new, "rejected": c.old}
+            )
+            for c in undone
         ]
         session = self.session
         session.publish(
-            "hparam_error", step=step, optimizer=index, message=message, rolled_back=rolled_back
+            HparamErrorBody(step=step, optimizer=index, message=message, rolled_back=rolled_back)
         )
         if session.active and session.state != "paused":
             session.quiesce()
@@ -167,4 +171,5 @@ class HparamEditor(Callback):
         except ConfigurationError as exc:
             cmd.fail("unsupported", str(exc))
             return
-        cmd.reply(step=int(boundary.trainer.global_step), changes=made)
+        step = int(boundary.trainer.global_step)
+        cmd.reply(SetReply(step=step, changes=[HparamEdit(**change) for change in made]))

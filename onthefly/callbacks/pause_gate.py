@@ -37,6 +37,7 @@ from onthefly.commands.registry import Boundary
 from onthefly.distributed.control import HOLD, HOLD_END, RUN, STOP
 from onthefly.drivers import driver
 from onthefly.drivers.base import TrainerHost, distributed
+from onthefly.protocol import Position, ResumeReply, StopReply
 from onthefly.sessions import loaders
 
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ class PauseGate(Callback):
     def _pause(self, boundary: Boundary, cmd: PendingCommand) -> None:
         if self.session.state != "paused":
             self._enter_pause(boundary.trainer, "pause command")
-        cmd.reply(**self.session.position(boundary.trainer))
+        cmd.reply(Position(**self.session.position(boundary.trainer)))
 
     def _resume(self, boundary: Boundary, cmd: PendingCommand) -> None:
         trainer = boundary.trainer
@@ -223,17 +224,21 @@ class PauseGate(Callback):
         new_limits = limits.read_limits(trainer)
         waiting = limits.deferred(trainer)
         cmd.reply(
-            **self.session.position(trainer),
-            max_epochs=new_limits.max_epochs,
-            max_steps=new_limits.max_steps,
-            **({} if waiting is None else {"after_end": _extension_fields(waiting)}),
+            ResumeReply.model_validate(
+                {
+                    **self.session.position(trainer),
+                    "max_epochs": new_limits.max_epochs,
+                    "max_steps": new_limits.max_steps,
+                    **({} if waiting is None else {"after_end": _extension_fields(waiting)}),
+                }
+            )
         )
 
     def _stop(self, boundary: Boundary, cmd: PendingCommand) -> None:
         boundary.trainer.should_stop = True
         # The run ends after this boundary: the reply says so; its `finished` status follows.
         position = {**self.session.position(boundary.trainer), "state": "stopping"}
-        cmd.reply(**position, stopping=True)
+        cmd.reply(StopReply(**position, stopping=True))
 
 
 def _extension_fields(extension: limits.Extension) -> dict[str, int]:

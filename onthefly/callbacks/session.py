@@ -24,9 +24,10 @@ from onthefly.callbacks._termination import SigtermHandler
 from onthefly.commands.registry import Boundary, CommandRegistry
 from onthefly.distributed.control import RankSync
 from onthefly.drivers.base import TrainerHost
+from onthefly.protocol import StatusBody
 
 if TYPE_CHECKING:
-    from onthefly.protocol import RunState
+    from onthefly.protocol import EventBody, RunState
     from onthefly.server import PendingCommand, SessionServer
 
 log = logging.getLogger(__name__)
@@ -147,20 +148,21 @@ class RunSession:
             hook()
 
     def listen(self, kind: str, listener: Callable[[dict[str, Any]], None]) -> None:
-        """Also hand the payload of every published ``kind`` event to ``listener``, on the
+        """Also hand the fields of every published ``kind`` event to ``listener``, on the
         publishing thread (e.g. the host values Telemetry ships, without another host sync)."""
         self._listeners.setdefault(kind, []).append(listener)
 
-    def publish(self, kind: str, /, **payload: Any) -> None:
+    def publish(self, event: EventBody) -> None:
         """Send one event of the main run; a no-op when the session is not active.
 
-        ``kind`` is positional-only: an event may have a field named ``kind`` (``alert``).
+        Example:
+            >>> session.publish(EpochBody(epoch=1, step=120))  # doctest: +SKIP
         """
         server = self._server
         if server is not None:
-            server.publish(server.main_run, kind, **payload)
-            for listener in self._listeners.get(kind, ()):
-                listener(payload)
+            server.publish(server.main_run, event)
+            for listener in self._listeners.get(event.type, ()):
+                listener(event.__dict__)
 
     def has_clients(self) -> bool:
         """Whether a dashboard or client is connected right now."""
@@ -171,11 +173,12 @@ class RunSession:
         """Record the run's state and publish a ``status`` event with the current step."""
         self.state = state
         self.publish(
-            "status",
-            state=state,
-            step=int(trainer.global_step),
-            epoch=int(trainer.current_epoch),
-            reason=reason,
+            StatusBody(
+                state=state,
+                step=int(trainer.global_step),
+                epoch=int(trainer.current_epoch),
+                reason=reason,
+            )
         )
 
     def position(self, trainer: TrainerHost) -> dict[str, Any]:

@@ -16,7 +16,6 @@ per-parameter norms of many steps at once when it ships them).
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -32,6 +31,7 @@ from onthefly.callbacks.session import RunSession
 from onthefly.drivers import Driver, driver
 from onthefly.drivers.base import TrainerHost
 from onthefly.drivers.values import Scalar, host_floats, scalar_or_none
+from onthefly.protocol import EpochBody, MetricsBody, RunConfigBody, Split
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class Telemetry(Callback):
         self._clock = StepClock()
         self._runtime_interval_s = runtime_interval_s
         self._sampler: RuntimeSampler | None = None
-        self._logs = LogForwarder(functools.partial(session.publish, "log"), log_level)
+        self._logs = LogForwarder(session.publish, log_level)
         self._optimizer_values: dict[str, Value] = {}
         self._readers: dict[int, _OptimizerReader] = {}
         self._trainer_norm = False  # the native trainer clips, so it computes the norm itself
@@ -95,7 +95,7 @@ class Telemetry(Callback):
         self._sampler = RuntimeSampler(
             self._clock,
             lambda: int(trainer.global_step),
-            functools.partial(self.session.publish, "runtime"),
+            self.session.publish,
             self._runtime_interval_s,
         )
         self._sampler.start()
@@ -103,7 +103,7 @@ class Telemetry(Callback):
     def on_train_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         if self.session.active:
             with self._guarded("describe the run's configuration"):
-                self.session.publish("config", values=describe_run(trainer, pl_module))
+                self.session.publish(RunConfigBody(values=describe_run(trainer, pl_module)))
 
     def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         self.flush()
@@ -122,7 +122,7 @@ class Telemetry(Callback):
             return
         self._epoch_before = driver(trainer).metric_snapshot()
         self.session.publish(
-            "epoch", epoch=int(trainer.current_epoch), step=int(trainer.global_step) + 1
+            EpochBody(epoch=int(trainer.current_epoch), step=int(trainer.global_step) + 1)
         )
 
     def on_train_batch_start(
@@ -233,7 +233,7 @@ class Telemetry(Callback):
     def _ship(self, rows: list[Row]) -> None:
         for row in rows:
             self.session.publish(
-                "metrics", split="train", step=row.step, epoch=row.epoch, values=row.values
+                MetricsBody(split="train", step=row.step, epoch=row.epoch, values=row.values)
             )
 
     def _eval_started(self, trainer: TrainerHost) -> None:
@@ -242,20 +242,23 @@ class Telemetry(Callback):
             self.flush()  # the training steps before it come first in the stream
             self._eval_before = driver(trainer).metric_snapshot()
 
-    def _eval_ended(self, trainer: TrainerHost, split: str) -> None:
+    def _eval_ended(self, trainer: TrainerHost, split: Split) -> None:
         if not self.session.active:
             return
         with self._guarded(f"report {split} results"):
             values = driver(trainer).eval_values(self._eval_before)
             self._publish_values(trainer, split, without_split_prefix(values, split))
 
-    def _publish_values(self, trainer: TrainerHost, split: str, values: dict[str, Scalar]) -> None:
+    def _publish_values(
+        self, trainer: TrainerHost, split: Split, values: dict[str, Scalar]
+    ) -> None:
         self.session.publish(
-            "metrics",
-            split=split,
-            step=int(trainer.global_step),
-            epoch=int(trainer.current_epoch),
-            values=host_floats(values),
+            MetricsBody(
+                split=split,
+                step=int(trainer.global_step),
+                epoch=int(trainer.current_epoch),
+                values=host_floats(values),
+            )
         )
 
     def _stop(self) -> None:

@@ -41,6 +41,7 @@ from onthefly.drivers import driver
 from onthefly.drivers.base import TrainerHost, distributed
 from onthefly.drivers.values import host_floats, scalars
 from onthefly.errors import ConfigurationError
+from onthefly.protocol import TestOutcome, TestResultBody
 from onthefly.sessions import loader_rng, loaders
 
 if TYPE_CHECKING:
@@ -132,14 +133,14 @@ class TestLauncher(Callback):
             self.session.set_state(previous, trainer, f"{label} done")
         self.tests_run += 1
         metrics = host_floats(scalars(raw.items()))
-        result = {
+        result: dict[str, Any] = {
             "label": label,
             "step": int(trainer.global_step),
             "loss": pick_loss(metrics),
             "metrics": metrics,
             "duration": time.perf_counter() - started,
         }
-        self.session.publish("test_result", **result)
+        self.session.publish(TestResultBody(**result))
         return result
 
     def _evaluate(self, trainer: TrainerHost, label: str, isolated: bool) -> dict[str, Any]:
@@ -165,7 +166,7 @@ class TestLauncher(Callback):
         except ConfigurationError as exc:
             cmd.fail("unsupported", str(exc))
             return
-        cmd.reply(**result)
+        cmd.reply(TestOutcome(**result))
 
 
 _UNSAFE_LABEL = re.compile(r"[/\\\x00-\x1f\x7f]")

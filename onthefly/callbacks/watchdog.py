@@ -33,7 +33,7 @@ from onthefly.callbacks._alert_rules import LossSpikes, NonFinite, Stalls, Verdi
 from onthefly.callbacks._runtime_sampler import StepClock
 from onthefly.callbacks.session import RunSession
 from onthefly.drivers.base import TrainerHost
-from onthefly.protocol import AlertKind, Severity
+from onthefly.protocol import AlertBody, AlertKind, Severity
 
 log = logging.getLogger(__name__)
 
@@ -192,13 +192,14 @@ class Watchdog(Callback):
         if verdict is None:
             return
         self.session.publish(
-            "alert",
-            kind=kind,
-            state=verdict.state,
-            severity=severity,
-            step=step,
-            message=verdict.message,
-            details=verdict.details,
+            AlertBody(
+                kind=kind,
+                state=verdict.state,
+                severity=severity,
+                step=step,
+                message=verdict.message,
+                details=verdict.details,
+            )
         )
 
 

@@ -12,6 +12,7 @@ import queue
 from typing import TYPE_CHECKING, Any, Protocol
 
 from onthefly.commands.registry import Boundary, CommandRegistry
+from onthefly.protocol import CancelReply
 
 if TYPE_CHECKING:
     from onthefly.server import PendingCommand, SessionServer
@@ -55,7 +56,7 @@ class Interrupts:
                 break
             if cmd.command.type == "cancel":
                 self.cancelled = True
-                cmd.reply(cancelled=True, **self.answer)
+                cmd.reply(CancelReply(cancelled=True, **self.answer))
             else:
                 self.held.append(cmd)
         return self.cancelled

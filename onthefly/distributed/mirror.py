@@ -52,8 +52,8 @@ class MirrorCommand:
         self.answered = False
         self.failure: tuple[str, str] | None = None
 
-    def reply(self, **data: Any) -> None:
-        """Record the success (rank 0 answers the client)."""
+    def reply(self, data: Any) -> None:
+        """Record the success (rank 0 answers the client with its own reply model)."""
         self.answered = True
 
     def fail(self, code: str, message: str) -> None:

@@ -31,6 +31,7 @@ from onthefly.forks.run import RunParts
 from onthefly.forks.slice_loader import subset_loader
 from onthefly.forks.spawn import Budget, fork_optimizer, model_copy, train_fork
 from onthefly.forks.stream import ForkStream
+from onthefly.protocol import EventBody
 
 KINDS = ("continue", "oversample")
 
@@ -105,5 +106,5 @@ def train(
     return model, None
 
 
-def _unpublished(kind: str, **payload: Any) -> None:
+def _unpublished(event: EventBody) -> None:
     """A baseline's training is not a run of the session: its events go nowhere."""

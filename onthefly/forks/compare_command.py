@@ -12,6 +12,7 @@ from onthefly.forks import baselines
 from onthefly.forks.host import ForkHost, active_node, evaluator_of, fork_model, records_of
 from onthefly.forks.run import LongCommand
 from onthefly.forks.spawn import parent_untouched
+from onthefly.protocol import Cancelled, CompareReply, CompareRow
 
 if TYPE_CHECKING:
     from onthefly.commands.registry import Boundary
@@ -54,18 +55,20 @@ def compare(spawner: ForkHost, boundary: Boundary, cmd: PendingCommand) -> None:
                     scores.append(evaluator.scores(model))
                 rows.append({**baseline.row(), "steps": baseline.steps})
         if interrupts.cancelled or any(s is None for s in scores):
-            cmd.reply(cancelled=True)
+            cmd.reply(Cancelled(cancelled=True))
             return
         table = evaluator.table(scores)  # type: ignore[arg-type]
         for row, values in zip(rows, table["rows"], strict=True):
             row.update(values)
         cmd.reply(
-            cancelled=False,
-            step=int(trainer.global_step),
-            targets=table["targets"],
-            rows=rows,
-            notes=notes,
-            duration=time.perf_counter() - started,
+            CompareReply(
+                cancelled=False,
+                step=int(trainer.global_step),
+                targets=table["targets"],
+                rows=[CompareRow(**row) for row in rows],
+                notes=notes,
+                duration=time.perf_counter() - started,
+            )
         )
     finally:
         interrupts.replay(boundary)  # what came in meanwhile runs after the answer

@@ -55,6 +55,13 @@ from onthefly.forks.merging import Merged, MergeData, Options, optimizer_kind
 from onthefly.forks.registry import ForkRecord
 from onthefly.forks.run import LongCommand, Refused, RunParts
 from onthefly.forks.spawn import parent_untouched
+from onthefly.protocol import (
+    Cancelled,
+    DiscardReply,
+    MergeReply,
+    MetricsBody,
+    StatusBody,
+)
 
 if TYPE_CHECKING:
     from onthefly.commands.registry import Boundary
@@ -96,7 +103,7 @@ def merge(spawner: ForkHost, boundary: Boundary, cmd: PendingCommand) -> None:
     try:
         built = _build(spawner, parts, records, command, interrupts)
         if built is None or interrupts.cancelled:
-            cmd.reply(cancelled=True, name=name)
+            cmd.reply(Cancelled(cancelled=True, name=name))
             return
         verdict = gate.check(built.before, built.after, command.tolerance)
         if verdict.passed or command.force:
@@ -107,7 +114,9 @@ def merge(spawner: ForkHost, boundary: Boundary, cmd: PendingCommand) -> None:
             log.warning("merge %r: %s", name, report["reason"])
         report.update(applied=verdict.passed or command.force, gate=verdict.to_json())
         duration = time.perf_counter() - started
-        cmd.reply(**report, duration=duration, **spawner.session.position(boundary.trainer))
+        cmd.reply(
+            MergeReply(**report, duration=duration, **spawner.session.position(boundary.trainer))
+        )
     finally:
         interrupts.replay(boundary)  # what came in meanwhile runs after the answer
 
@@ -232,15 +241,9 @@ def _announce(server: Any, run: str, step: int, table: dict[str, Any], main: str
         at = names.index("val")
         after = table["rows"][1]
         values = {"loss": after["loss"][at], "acc": after["accuracy"][at]}
-        server.publish(run, "metrics", split="val", step=step, epoch=0, values=values)
-    server.publish(
-        run,
-        "status",
-        state="finished",
-        step=step,
-        epoch=0,
-        reason=f"merged at step {step}; training continues in run {main}",
-    )
+        server.publish(run, MetricsBody(split="val", step=step, epoch=0, values=values))
+    reason = f"merged at step {step}; training continues in run {main}"
+    server.publish(run, StatusBody(state="finished", step=step, epoch=0, reason=reason))
 
 
 def _next_name(spawner: ForkHost) -> str:
@@ -272,13 +275,16 @@ def discard(spawner: ForkHost, boundary: Boundary, cmd: PendingCommand) -> None:
     server = spawner.session.server
     if server is not None:
         step = int(trainer.global_step)
-        server.publish(undo.run, "status", state="finished", step=step, epoch=0, reason="discarded")
+        finished = StatusBody(state="finished", step=step, epoch=0, reason="discarded")
+        server.publish(undo.run, finished)
     spawner.publish_lineage()
     cmd.reply(
-        name=undo.name,
-        run=undo.run,
-        active=active,
-        **spawner.session.position(trainer),
+        DiscardReply(
+            name=undo.name,
+            run=undo.run,
+            active=active,
+            **spawner.session.position(trainer),
+        )
     )
 
 

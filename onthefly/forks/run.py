@@ -26,7 +26,7 @@ from onthefly.drivers import driver
 from onthefly.drivers.base import TrainerHost, distributed
 from onthefly.forks.compare import Evaluator, Target
 from onthefly.forks.slice_loader import training_data
-from onthefly.protocol import ErrorCode
+from onthefly.protocol import CancelReply, ErrorCode
 from onthefly.samples import sources
 from onthefly.samples.capture import LossSpec, describe_loss
 
@@ -131,7 +131,7 @@ class LongCommand(Interrupts):
         for cmd in ranks.take_rest():  # taken from the inbox with this one, before it ran
             if cmd.command.type == "cancel":
                 self.cancelled = True
-                cmd.reply(cancelled=True, **self.answer)
+                cmd.reply(CancelReply(cancelled=True, **self.answer))
             else:
                 self.held.append(cmd)
         cancelled = super().check()

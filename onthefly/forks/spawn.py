@@ -37,6 +37,7 @@ from onthefly.drivers import driver
 from onthefly.drivers.base import Budget, TrainerHost
 from onthefly.errors import ConfigurationError
 from onthefly.forks.stream import ForkStream
+from onthefly.protocol import ForkState
 from onthefly.samples.slot import arm, armed_slot
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 class ForkOutcome:
     """How a fork's training ended: ``done``, ``cancelled`` or ``failed`` (with ``message``)."""
 
-    status: str
+    status: ForkState
     steps: int
     duration: float
     message: str | None = None
@@ -165,5 +166,5 @@ def train_fork(
         stream.flush()
         duration = time.perf_counter() - started
         return ForkOutcome("failed", stream.steps, duration, f"{type(exc).__name__}: {exc}")
-    status = "cancelled" if stream.cancelled_at is not None else "done"
+    status: ForkState = "cancelled" if stream.cancelled_at is not None else "done"
     return ForkOutcome(status, stream.steps, time.perf_counter() - started)

@@ -17,9 +17,10 @@ import torch
 from lightning.pytorch import Callback
 
 from onthefly.drivers.base import TrainerHost
+from onthefly.protocol import EventBody, ForkProgressBody, ForkState, MetricsBody
 
-Publish = Callable[..., None]
-"""``publish(kind, **payload)`` for the fork's run."""
+Publish = Callable[[EventBody], None]
+"""Sends an event of the fork's run."""
 
 FLUSH_EVERY = 32
 """Steps whose losses are gathered on the device before one copy to the host."""
@@ -101,20 +102,21 @@ class ForkStream(Callback):
         extra = _scalars(logged or {})
         for i, ((step, epoch, _), value) in enumerate(zip(pending, values, strict=True)):
             metrics = {"loss": value, **(extra if i == len(pending) - 1 else {})}
-            self.publish("metrics", step=self.first_step + step, epoch=epoch, values=metrics)
+            self.publish(MetricsBody(step=self.first_step + step, epoch=epoch, values=metrics))
         self.loss = values[-1]
 
-    def progress(self, state: str, message: str | None = None) -> None:
+    def progress(self, state: ForkState, message: str | None = None) -> None:
         """Publish a ``fork_progress`` event in ``state``."""
         self.publish(
-            "fork_progress",
-            fork=self.name,
-            state=state,
-            step=self.steps,
-            total=self.total,
-            loss=self.loss,
-            elapsed=self.elapsed,
-            message=message,
+            ForkProgressBody(
+                fork=self.name,
+                state=state,
+                step=self.steps,
+                total=self.total,
+                loss=self.loss,
+                elapsed=self.elapsed,
+                message=message,
+            )
         )
 
 

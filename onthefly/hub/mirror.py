@@ -31,9 +31,10 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import ClientConnection, connect
 
 from onthefly.protocol import Command, Snapshot
-from onthefly.server.broker import Broker, RawEvent
+from onthefly.server.broker import Broker
 from onthefly.server.discovery import SessionFile
 from onthefly.server.pending import PendingCommand
+from onthefly.server.staging import RawEvent
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +265,7 @@ class Mirror:
         if pending is None:
             return  # our subscribe's reply, or a command already failed
         if message["type"] == "reply":
-            pending.reply(**message.get("data", {}))
+            pending.relay(message.get("data", {}))
         else:
             error = message["error"]
             pending.fail(error["code"], error["message"])

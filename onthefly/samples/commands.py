@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 from torch.utils.data import DataLoader, IterableDataset
@@ -25,6 +25,23 @@ from onthefly.commands.registry import Boundary
 from onthefly.drivers import driver
 from onthefly.drivers.base import distributed
 from onthefly.errors import ConfigurationError
+from onthefly.protocol import (
+    Cancelled,
+    CancelReply,
+    DataMapReply,
+    EventBody,
+    ExplorerReply,
+    ExportSelectionReply,
+    HistogramReply,
+    QuantilesReply,
+    RowsReply,
+    SamplePreviewReply,
+    ScanProgressBody,
+    ScanReply,
+    SelectionsReply,
+    SelectReply,
+    Split,
+)
 from onthefly.samples import explorer, export, preview, queries, sources
 from onthefly.samples.capture import describe_loss
 from onthefly.samples.preview import Describe
@@ -43,7 +60,7 @@ class SampleSession(Inbox, Protocol):
         """Everything buffered so far reaches the server."""
         ...
 
-    def publish(self, kind: str, /, **payload: Any) -> None:
+    def publish(self, event: EventBody) -> None:
         """Send one event of the main run."""
         ...
 
@@ -91,7 +108,7 @@ def _answering(handler: Handler) -> Handler:
 @_answering
 def _scan(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     trainer, session = boundary.trainer, tracker.session
-    split: str = getattr(cmd.command, "split", "train")
+    split: Split = getattr(cmd.command, "split", "train")
     if distributed(trainer):
         raise ConfigurationError(
             "scans in the middle of a distributed run are not supported: every rank would have "
@@ -112,9 +129,11 @@ def _scan(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
         )
     session.quiesce()  # the stream shows the training steps before the scan
 
-    def progress(state: str, p: Progress) -> None:
+    def progress(state: Literal["running", "done", "cancelled"], p: Progress) -> None:
         session.publish(
-            "scan_progress", split=split, state=state, done=p.done, total=p.total, elapsed=p.elapsed
+            ScanProgressBody(
+                split=split, state=state, done=p.done, total=p.total, elapsed=p.elapsed
+            )
         )
 
     interrupts = Interrupts(session, split=split)
@@ -134,17 +153,19 @@ def _scan(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
         )
         if result is None:
             progress("cancelled", Progress(0, None, 0.0))
-            cmd.reply(split=split, cancelled=True)
+            cmd.reply(Cancelled(cancelled=True, split=split))
             return
         tracker.store.scans[split] = result
         progress("done", Progress(len(result.ids), len(result.ids), result.duration))
         view = tracker.store.view(split, "scan")
         cmd.reply(
-            **queries.header(view),
-            cancelled=False,
-            duration=result.duration,
-            samples_per_s=len(result.ids) / result.duration if result.duration > 0 else None,
-            **queries.summary(view),
+            ScanReply(
+                **queries.header(view),
+                cancelled=False,
+                duration=result.duration,
+                samples_per_s=len(result.ids) / result.duration if result.duration > 0 else None,
+                **queries.summary(view),
+            )
         )
     finally:
         interrupts.replay(boundary)
@@ -152,7 +173,7 @@ def _scan(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
 
 def _cancel(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     # A cancel that reaches the registry found no scan running (a scan consumes its own).
-    cmd.reply(cancelled=False)
+    cmd.reply(CancelReply(cancelled=False))
 
 
 # ---------------------------------------------------------------------------- queries
@@ -168,13 +189,13 @@ def _view(tracker: SampleHost, cmd: PendingCommand) -> SampleView:
 def _histogram(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
     view = _view(tracker, cmd)
-    cmd.reply(**queries.histogram(view, command.bins, command.min, command.max))
+    cmd.reply(HistogramReply(**queries.histogram(view, command.bins, command.min, command.max)))
 
 
 @_answering
 def _quantiles(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
     command: Any = cmd.command
-    cmd.reply(**queries.quantiles(_view(tracker, cmd), command.q))
+    cmd.reply(QuantilesReply(**queries.quantiles(_view(tracker, cmd), command.q)))
 
 
 def criterion_of(command: Any) -> Criterion:
@@ -219,11 +240,15 @@ def _select(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> Non
     )
     tracker.selections.add(selection)
     preview = queries.page(chosen, 0, 20, "loss", True)
-    cmd.reply(**{**queries.summary(chosen), **selection.summary()}, **extra, preview=preview)
+    cmd.reply(
+        SelectReply.model_validate(
+            {**queries.summary(chosen), **selection.summary(), **extra, "preview": preview}
+        )
+    )
 
 
 def _selections(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> None:
-    cmd.reply(selections=tracker.selections.summaries())
+    cmd.reply(SelectionsReply.model_validate({"selections": tracker.selections.summaries()}))
 
 
 def _selection_view(tracker: SampleHost, name: str) -> tuple[Selection, SampleView]:
@@ -238,7 +263,8 @@ def _selection_rows(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand
     command: Any = cmd.command
     selection, view = _selection_view(tracker, command.name)
     rows = queries.page(view, command.offset, command.limit, command.sort, command.descending)
-    cmd.reply(name=selection.name, total=len(view), offset=command.offset, rows=rows)
+    page = {"name": selection.name, "total": len(view), "offset": command.offset, "rows": rows}
+    cmd.reply(RowsReply.model_validate(page))
 
 
 @_answering
@@ -261,7 +287,13 @@ def _export_selection(tracker: SampleHost, boundary: Boundary, cmd: PendingComma
         cmd.fail("file_error", f"could not write {target}: {exc.strerror or exc}")
         return
     cmd.reply(
-        name=selection.name, path=str(path), rows=table.num_rows, format=command.format, bytes=size
+        ExportSelectionReply(
+            name=selection.name,
+            path=str(path),
+            rows=table.num_rows,
+            format=command.format,
+            bytes=size,
+        )
     )
 
 
@@ -270,7 +302,7 @@ def _data_map(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> N
     command: Any = cmd.command
     tracker.sync()
     view = tracker.store.view(command.split, "training")
-    cmd.reply(**queries.data_map(view, command.max_points))
+    cmd.reply(DataMapReply(**queries.data_map(view, command.max_points)))
 
 
 @_answering
@@ -279,13 +311,15 @@ def _explorer(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand) -> N
     view = tracker.store.view(command.split, "scan")
     projection = explorer.project(view, command.method, command.max_points)
     cmd.reply(
-        **queries.header(view),
-        method=projection.method,
-        total=projection.total,
-        index=projection.ids.tolist(),
-        x=queries.floats(projection.x),
-        y=queries.floats(projection.y),
-        loss=queries.floats(projection.loss),
+        ExplorerReply(
+            **queries.header(view),
+            method=projection.method,  # type: ignore[arg-type]  # "umap" or "pca"
+            total=projection.total,
+            index=projection.ids.tolist(),
+            x=queries.floats(projection.x),
+            y=queries.floats(projection.y),
+            loss=queries.floats(projection.loss),
+        )
     )
 
 
@@ -298,7 +332,7 @@ def _sample_preview(tracker: SampleHost, boundary: Boundary, cmd: PendingCommand
     shown = preview.previews(
         dataset, command.indices, command.size, split=command.split, describe=tracker.describe
     )
-    cmd.reply(split=command.split, previews=shown)
+    cmd.reply(SamplePreviewReply(split=command.split, previews=shown))
 
 
 HANDLERS: dict[str, Handler] = {

@@ -4,6 +4,7 @@ Modules, one job each::
 
     session_server  SessionServer: wires everything, owns the publish buffer and pump
     broker          numbering, run state, replay ring, command routing (no I/O)
+    staging         published events validated, enveloped and serialised for the broker
     outbox          one client's bounded queue, coalescing telemetry
     commands        frame -> command or error; the per-client rate limit
     runs            run state rebuilt from events; snapshots

@@ -1,6 +1,7 @@
 """The session's protocol logic, without any I/O.
 
-The broker numbers stream events, keeps the run table, the replay ring and the
+The broker numbers stream events (validated by the
+:class:`~onthefly.server.staging.EventStager`), keeps the run table, the replay ring and the
 connected clients, and turns every client frame into exactly one answer. It never touches
 a socket: answers and events go into each client's :class:`~onthefly.server.outbox.Outbox`
 and the transport's sender threads write them out. Tests drive it directly.
@@ -18,14 +19,10 @@ import logging
 import queue
 import threading
 import time
-import typing
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
-
-from pydantic import ValidationError
 
 from onthefly.protocol import (
     CONTROL_COMMANDS,
@@ -37,29 +34,28 @@ from onthefly.protocol import (
     ErrorReply,
     Hello,
     History,
+    HistoryReply,
+    Message,
+    PingReply,
     Reply,
     RunInfo,
-    RunStarted,
+    SeqReply,
     Series,
     Snapshot,
+    StatusReply,
     Subscribe,
+    SubscribeReply,
+    reply_fields,
 )
-from onthefly.server.commands import Rejection, TokenBucket, condense, parse_command, read_id
+from onthefly.server.commands import Rejection, TokenBucket, parse_command, read_id
 from onthefly.server.history import Window, decimate
 from onthefly.server.outbox import Outbox, StreamEvent
 from onthefly.server.pending import PendingCommand
-from onthefly.server.runs import RunTable, StreamModel, render_snapshot
+from onthefly.server.runs import RunTable, render_snapshot
+from onthefly.server.staging import EventStager, RawEvent
 from onthefly.version import __version__
 
 logger = logging.getLogger("onthefly.server")
-
-RawEvent = tuple[str, str, float, dict[str, Any]]
-"""What the training thread publishes: ``(run, kind, time, payload)``."""
-
-EVENT_MODELS: dict[str, type[StreamModel]] = {
-    model.model_fields["type"].default: model for model in typing.get_args(StreamModel)
-}
-"""Stream event kinds and their models."""
 
 RING_SIZE = 100_000
 """Events kept for replay to clients that reconnect with ``since``."""
@@ -120,8 +116,7 @@ class Broker:
         self._clients: set[Client] = set()
         self._pending: set[PendingCommand] = set()
         self._numbers = itertools.count(1)
-        self._rejections: dict[str, int] = {}
-        self._known_runs: set[str] = set()  # publisher-side: runs created by staged events
+        self._stager = EventStager(session, main_run)
         self._closed = False
 
     @property
@@ -177,9 +172,7 @@ class Broker:
         ``onthefly.server`` logger.
         """
         with self._publishing:
-            staged: list[tuple[StreamModel, StreamEvent]] = []
-            for run, kind, at, payload in events:
-                self._stage(run, kind, at, payload, staged)
+            staged = self._stager.stage(events, self._seq)
             if not staged:
                 return
             # Applying and fanning out under one lock hold is what makes a subscription's
@@ -193,48 +186,6 @@ class Broker:
                 for client in self._clients:
                     if client.subscribed:
                         client.outbox.put_events(lines)
-
-    def _stage(
-        self,
-        run: str,
-        kind: str,
-        at: float,
-        payload: dict[str, Any],
-        staged: list[tuple[StreamModel, StreamEvent]],
-    ) -> None:
-        """Validate and serialise one event (outside the lock: only the publisher numbers)."""
-        model = EVENT_MODELS.get(kind)
-        if model is None:
-            expected = ", ".join(EVENT_MODELS)
-            self._reject(f"unknown event kind {kind!r}; expected one of {expected}", staged)
-            return
-        if kind != "run_started" and run not in self._known_runs:
-            self._reject(f"{kind!r} event for unknown run {run!r}", staged)
-            return
-        seq = staged[-1][1].seq + 1 if staged else self._seq + 1
-        fields = {**payload, "session": self.session, "run": run, "time": at, "seq": seq}
-        try:
-            event = model.model_validate(fields)
-        except ValidationError as exc:
-            self._reject(f"invalid {kind!r} event ({condense(exc)})", staged)
-            return
-        if isinstance(event, RunStarted):
-            self._known_runs.add(run)
-        # The model's own serializer writes the same bytes as SERVER_MESSAGE's union, in a
-        # third of the time (no variant lookup): it runs for every event, on the pump thread.
-        json = event.__pydantic_serializer__.to_json(event)
-        staged.append((event, StreamEvent(seq, kind, json)))
-
-    def _reject(self, problem: str, staged: list[tuple[StreamModel, StreamEvent]]) -> None:
-        count = self._rejections.get(problem, 0) + 1
-        self._rejections[problem] = count
-        if count > 1:
-            return  # said once: a callback repeating the mistake every step must not flood
-        message = f"dropped an event from the training process: {problem}"
-        logger.warning(message)
-        now = time.time()
-        record = {"time": now, "level": "WARNING", "logger": logger.name, "message": message}
-        self._stage(self.main_run, "log", now, {"record": record}, staged)
 
     # ----------------------------------------------------------------------------- commands
 
@@ -281,11 +232,11 @@ class Broker:
             with self._lock:
                 client.subscribed = False
                 client.outbox.reset_stream()
-            self._reply(client, command.id, {"seq": self._seq})
+            self._reply(client, command.id, SeqReply(seq=self._seq))
         elif command.type == "status":
             self._reply(client, command.id, self._status(run))
         else:  # ping
-            self._reply(client, command.id, {"time": time.time(), "seq": self._seq})
+            self._reply(client, command.id, PingReply(time=time.time(), seq=self._seq))
 
     def _subscribe(self, client: Client, command: Subscribe) -> None:
         with self._lock:
@@ -294,11 +245,11 @@ class Broker:
             client.relay = command.relay
             missed = self._missed_since(command.since)
             if missed is not None:
-                self._reply(client, command.id, {"mode": "replay", "seq": self._seq})
+                self._reply(client, command.id, SubscribeReply(mode="replay", seq=self._seq))
                 client.outbox.put_events(missed)
                 return
             capture = self._runs.capture(self._seq)
-            self._reply(client, command.id, {"mode": "snapshot", "seq": self._seq})
+            self._reply(client, command.id, SubscribeReply(mode="snapshot", seq=self._seq))
             client.outbox.put(partial(render_snapshot, capture, self.session, command.max_points))
 
     def _missed_since(self, since: int | None) -> list[StreamEvent] | None:
@@ -318,21 +269,21 @@ class Broker:
             )
         client.outbox.put(partial(_render_history, command, run, window))
 
-    def _status(self, run: str) -> dict[str, Any]:
+    def _status(self, run: str) -> StatusReply:
         with self._lock:
             infos = self._runs.infos()
             seq = self._seq
         target = next(info for info in infos if info.run == run)
-        return {
-            "runs": [info.model_dump() for info in infos],
-            "seq": seq,
-            "run": run,
-            "state": target.state,
-            "step": target.step,
-            "epoch": target.epoch,
-            "latest": target.latest,
-            "alerts": target.alerts,
-        }
+        return StatusReply(
+            runs=infos,
+            seq=seq,
+            run=run,
+            state=target.state,
+            step=target.step,
+            epoch=target.epoch,
+            latest=target.latest,
+            alerts=target.alerts,
+        )
 
     def _hand_over(self, client: Client, command: Command, run: str) -> None:
         with self._lock:
@@ -377,8 +328,9 @@ class Broker:
         with self._lock:
             return ", ".join(repr(info.run) for info in self._runs.infos())
 
-    def _reply(self, client: Client, command_id: str, data: dict[str, Any]) -> None:
-        client.outbox.put(SERVER_MESSAGE.dump_json(Reply(id=command_id, data=data)))
+    def _reply(self, client: Client, command_id: str, data: Message) -> None:
+        reply = Reply(id=command_id, data=reply_fields(data))
+        client.outbox.put(SERVER_MESSAGE.dump_json(reply))
 
     def _error(self, client: Client, command_id: str | None, code: ErrorCode, message: str) -> None:
         error = ErrorReply(id=command_id, error=ErrorInfo(code=code, message=message))
@@ -407,7 +359,7 @@ class Broker:
         """Put the runs of a saved snapshot back before (or while) clients watch."""
         with self._publishing, self._lock:
             self._runs.restore(saved.runs, saved.logs)
-            self._known_runs.update(run.run for run in saved.runs)
+            self._stager.known_runs.update(run.run for run in saved.runs)
 
     # ----------------------------------------------------------------------------- shutdown
 
@@ -422,10 +374,5 @@ class Broker:
 
 def _render_history(command: History, run: str, window: Window) -> bytes:
     series: Series = decimate(window, command.max_points)
-    data = {
-        "run": run,
-        "split": command.split,
-        "metric": command.metric,
-        "series": series.model_dump(),
-    }
-    return SERVER_MESSAGE.dump_json(Reply(id=command.id, data=data))
+    data = HistoryReply(run=run, split=command.split, metric=command.metric, series=series)
+    return SERVER_MESSAGE.dump_json(Reply(id=command.id, data=reply_fields(data)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from onthefly.protocol import Series
@@ -65,7 +65,7 @@ class SeriesStore:
     def __init__(self) -> None:
         self._points: dict[tuple[str, str], _Points] = {}
 
-    def add(self, split: str, step: int, values: dict[str, float | None]) -> None:
+    def add(self, split: str, step: int, values: Mapping[str, float | None]) -> None:
         """Append one step's values of ``split``; ``None`` is kept as a gap."""
         for name, value in values.items():
             points = self._points.get((split, name))

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from types import UnionType
 from typing import Any, get_args
 
 from pydantic_core import PydanticSerializationError
 
 from onthefly.errors import ConfigurationError
-from onthefly.protocol import SERVER_MESSAGE, Command, ErrorCode, ErrorInfo, ErrorReply, Reply
+from onthefly.protocol import (
+    REPLIES,
+    SERVER_MESSAGE,
+    Command,
+    ErrorCode,
+    ErrorInfo,
+    ErrorReply,
+    Message,
+    Reply,
+    reply_fields,
+)
 
 Deliver = Callable[[Callable[[], bytes]], None]
 _ERROR_CODES: tuple[str, ...] = get_args(ErrorCode)
@@ -32,7 +43,7 @@ class PendingCommand:
         >>> while not server.inbox.empty():  # doctest: +SKIP
         ...     pending = server.inbox.get_nowait()
         ...     if pending.command.type == "pause":
-        ...         pending.reply(state="paused", step=trainer.global_step)
+        ...         pending.reply(Position(state="paused", step=trainer.global_step, epoch=0))
         ...     else:
         ...         pending.fail("unsupported", f"{pending.command.type} is not supported here")
     """
@@ -56,12 +67,26 @@ class PendingCommand:
         """Whether the command already got its answer."""
         return self._answered
 
-    def reply(self, **data: Any) -> None:
-        """Answer with success; ``data`` (JSON-serialisable values) becomes the reply's data.
+    def reply(self, data: Message) -> None:
+        """Answer with success: ``data`` is the command's reply model (``REPLIES[type]``).
 
         Example:
-            >>> pending.reply(state="paused", step=120, epoch=2)  # doctest: +SKIP
+            >>> pending.reply(Position(state="paused", step=120, epoch=2))  # doctest: +SKIP
+
+        Raises:
+            ConfigurationError: ``data`` is not the reply model of this command's type.
         """
+        expected = REPLIES[self.command.type]
+        if not isinstance(data, expected):
+            raise ConfigurationError(
+                f"a {self.command.type!r} command is answered with {_names(expected)}; "
+                f"got {type(data).__name__}"
+            )
+        self.relay(reply_fields(data))
+
+    def relay(self, data: dict[str, Any]) -> None:
+        """Answer with success with reply data already in wire form (the hub passes on a
+        run's reply as the run wrote it)."""
         command_id = self.command.id
         self._answer(lambda: _render_reply(command_id, data))
 
@@ -100,3 +125,8 @@ def _render_reply(command_id: str, data: dict[str, Any]) -> bytes:
             message=f"the reply could not be serialised ({exc}); expected JSON-compatible values",
         )
         return SERVER_MESSAGE.dump_json(ErrorReply(id=command_id, error=error))
+
+
+def _names(expected: type | UnionType) -> str:
+    members = get_args(expected) if isinstance(expected, UnionType) else (expected,)
+    return " or ".join(member.__name__ for member in members)

@@ -19,15 +19,15 @@ from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 from onthefly.errors import ConfigurationError
-from onthefly.protocol import Snapshot
+from onthefly.protocol import EventBody, LogBody, LogRecord, RunInfo, RunStartedBody, Snapshot
 from onthefly.server.admission import Limits
-from onthefly.server.broker import Broker, RawEvent
+from onthefly.server.broker import Broker
 from onthefly.server.console import announce, dashboard_kind
 from onthefly.server.discovery import SessionFile, remove_session, write_session
 from onthefly.server.pending import PendingCommand
+from onthefly.server.staging import RawEvent
 from onthefly.server.transport import Transport, bind
 
 DEFAULT_PORT = 47621
@@ -39,11 +39,6 @@ BUFFER_SIZE = 250_000
 """Events the training thread may get ahead of the pump before events are dropped."""
 
 _CHUNK = 2000  # events per broker call, so commands never wait long for the broker's lock
-_PUBLISHABLE = frozenset(
-    {"metrics", "status", "epoch", "runtime", "log", "test_result"}
-    | {"health_result", "hparam_change", "hparam_error", "scan_progress", "fork_progress"}
-    | {"lineage", "alert", "config"}
-)
 _DASHBOARD_DIR = Path(__file__).resolve().parent.parent / "dashboard"
 
 
@@ -73,10 +68,10 @@ class SessionServer:
     Example:
         >>> with SessionServer("mnist", "baseline") as server:  # doctest: +SKIP
         ...     for step in range(1000):
-        ...         server.publish(server.main_run, "metrics", step=step, epoch=0,
-        ...                        values={"loss": 1 / (step + 1)})
+        ...         loss = {"loss": 1 / (step + 1)}
+        ...         server.publish(server.main_run, MetricsBody(step=step, epoch=0, values=loss))
         ...         while not server.inbox.empty():
-        ...             server.inbox.get_nowait().reply(step=step)
+        ...             server.inbox.get_nowait().relay({"step": step})
     """
 
     def __init__(
@@ -211,37 +206,35 @@ class SessionServer:
 
     # ----------------------------------------------------------------------------- training side
 
-    def publish(self, run: str, kind: str, /, **payload: Any) -> None:
+    def publish(self, run: str, event: EventBody) -> None:
         """Queue one stream event; cheap and never blocking (call it from the training thread).
 
-        Validation happens later on the server's pump thread: an invalid event is dropped
-        and reported as a ``WARNING`` log event, never raised here.
+        The event was validated when it was built; the pump thread adds the envelope
+        (``session``, ``run``, ``seq``, ``time``) and numbers it.
 
         Args:
             run: the run id (``main_run`` or one from :meth:`add_run`).
-            kind: a stream event's type other than ``"run_started"`` (:meth:`add_run`
-                announces runs): ``"metrics"``, ``"status"``, ``"alert"``, ``"config"``, ….
-            **payload: that event's fields without the envelope (``session``, ``run``,
-                ``seq``, ``time``, ``v``, ``type``).
+            event: the event's body, e.g. :class:`~onthefly.protocol.MetricsBody`; any but
+                ``run_started`` (:meth:`add_run` announces runs).
 
         Raises:
-            ConfigurationError: ``kind`` names no publishable event.
+            ConfigurationError: ``event`` is a ``run_started`` body.
 
         Example:
             >>> server.publish(  # doctest: +SKIP
-            ...     server.main_run, "status", state="paused", step=10, epoch=0
+            ...     server.main_run, StatusBody(state="paused", step=10, epoch=0)
             ... )
         """
-        if kind not in _PUBLISHABLE:
+        if isinstance(event, RunStartedBody):
             raise ConfigurationError(
-                f"cannot publish {kind!r} events; expected one of {', '.join(sorted(_PUBLISHABLE))}"
+                "cannot publish 'run_started' events; expected add_run() to announce a run"
             )
         if self._closed:
             return  # teardown hooks may still publish after close(): nothing to do
         if len(self._buffer) >= BUFFER_SIZE:
             self._overflow += 1  # reported by the pump; never block the training thread
             return
-        self._buffer.append((run, kind, time.time(), payload))
+        self._buffer.append((run, event.type, time.time(), event))
 
     def add_run(self, name: str, *, parent: str | None = None) -> str:
         """Create a run (e.g. a fork of ``parent``), announce it, and return its id.
@@ -306,27 +299,23 @@ class SessionServer:
             f"the training process published faster than the server could take; "
             f"{lost} events were dropped (buffer of {BUFFER_SIZE})"
         )
-        record = {
-            "time": time.time(),
-            "level": "WARNING",
-            "logger": "onthefly.server",
-            "message": message,
-        }
-        self._broker.publish([(self.main_run, "log", time.time(), {"record": record})])
+        now = time.time()
+        record = LogRecord(time=now, level="WARNING", logger="onthefly.server", message=message)
+        self._broker.publish([(self.main_run, "log", now, LogBody(record=record))])
 
     def _run_started(self, run: str, name: str, parent: str | None) -> RawEvent:
         now = time.time()
-        info = {
-            "run": run,
-            "project": self.project,
-            "name": name,
-            "parent": parent,
-            "state": "running",
-            "step": 0,
-            "epoch": 0,
-            "started_at": now,
-        }
-        return (run, "run_started", now, {"info": info})
+        info = RunInfo(
+            run=run,
+            project=self.project,
+            name=name,
+            parent=parent,
+            state="running",
+            step=0,
+            epoch=0,
+            started_at=now,
+        )
+        return (run, "run_started", now, RunStartedBody(info=info))
 
     def _new_run_id(self, name: str) -> str:
         base = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:64] or "run"

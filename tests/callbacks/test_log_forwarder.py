@@ -14,7 +14,7 @@ from onthefly.callbacks._log_forwarder import LogForwarder, level_name
 @pytest.fixture
 def forwarded() -> Any:
     records: list[dict[str, Any]] = []
-    forwarder = LogForwarder(lambda record: records.append(record), level="info")
+    forwarder = LogForwarder(lambda body: records.append(body.record.model_dump()), level="info")
     showwarning = warnings.showwarning
     forwarder.install()
     yield records
@@ -48,7 +48,7 @@ def test_the_servers_own_records_are_never_forwarded(forwarded: list[dict[str, A
 
 def test_warnings_are_forwarded_and_still_shown() -> None:
     forwarded: list[dict[str, Any]] = []
-    forwarder = LogForwarder(lambda record: forwarded.append(record))
+    forwarder = LogForwarder(lambda body: forwarded.append(body.record.model_dump()))
     # pytest.warns records what reaches the previous hook: the warning is still shown.
     with pytest.warns(RuntimeWarning, match="lr too high"):
         forwarder.install()

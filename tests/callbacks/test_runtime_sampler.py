@@ -7,7 +7,9 @@ from onthefly.callbacks._runtime_sampler import RuntimeSampler, StepClock
 
 
 def _sampler(events: list[dict]) -> RuntimeSampler:
-    return RuntimeSampler(StepClock(), lambda: 7, lambda **fields: events.append(fields), 0.01)
+    return RuntimeSampler(
+        StepClock(), lambda: 7, lambda body: events.append(body.model_dump()), 0.01
+    )
 
 
 def test_samples_are_published_until_stopped() -> None:

@@ -28,7 +28,7 @@ BOUNDARY = Boundary(trainer=None, module=None)
 
 def test_dispatch_runs_the_registered_handler() -> None:
     registry = CommandRegistry()
-    registry.register("pause", lambda boundary, cmd: cmd.reply(state="paused", step=3))
+    registry.register("pause", lambda boundary, cmd: cmd.relay({"state": "paused", "step": 3}))
     cmd, frames = pending("pause")
     registry.dispatch(BOUNDARY, cmd)
     assert frames == [{"type": "reply", "id": "c1", "data": {"state": "paused", "step": 3}}]

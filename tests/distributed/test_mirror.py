@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from onthefly.distributed.mirror import MirrorCommand, encode, is_collective
-from onthefly.protocol import CLIENT_COMMAND, Command
+from onthefly.protocol import CLIENT_COMMAND, Command, SetReply
 
 
 def _command(**fields: object) -> Command:
@@ -40,7 +40,7 @@ def test_a_copy_answers_locally_and_logs_its_failure(caplog: pytest.LogCaptureFi
     original = _command(type="set", lr=0.5, group=1)
     copy = MirrorCommand(encode(original), rank=1)
     assert copy.command == original
-    copy.reply(step=3)
+    copy.reply(SetReply(step=3, changes=[]))
     assert copy.answered and copy.failure is None
 
     failing = MirrorCommand(encode(original), rank=1)

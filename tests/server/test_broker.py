@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from onthefly.protocol import SERVER_MESSAGE
-from onthefly.server.broker import EVENT_MODELS, Broker, Client, RawEvent
+from onthefly.server.broker import Broker, Client
+from onthefly.server.staging import EVENT_MODELS, RawEvent
 from tests.golden import example_files, load_strict, tag_of
 
 
@@ -219,8 +220,8 @@ def test_control_commands_go_to_the_inbox_and_replies_come_back() -> None:
     assert _send(broker, client, type="pause", id="p") == []
     pending = broker.inbox.get_nowait()
     assert pending.command.type == "pause" and pending.run == "main"
-    pending.reply(state="paused", step=3)
-    pending.reply(state="ignored")  # only the first answer counts
+    pending.relay({"state": "paused", "step": 3})
+    pending.relay({"state": "ignored"})  # only the first answer counts
     assert _read(client) == [{"type": "reply", "id": "p", "data": {"state": "paused", "step": 3}}]
     assert pending.answered
 
@@ -232,7 +233,7 @@ def test_failed_and_unserialisable_replies_are_errors() -> None:
     _send(broker, client, type="resume", id="r")
     _send(broker, client, type="test", id="t")
     broker.inbox.get_nowait().fail("invalid_state", "the run is running; expected paused")
-    broker.inbox.get_nowait().reply(model=object())
+    broker.inbox.get_nowait().relay({"model": object()})
     failed, broken = _read(client)
     assert failed["error"] == {
         "code": "invalid_state",
@@ -250,7 +251,7 @@ def test_pending_commands_get_session_closed_at_close() -> None:
     broker.close()
     (closed,) = _read(client)
     assert closed["error"]["code"] == "session_closed" and closed["id"] == "s"
-    pending.reply(state="finished")  # the training thread answers late: ignored, no error
+    pending.relay({"state": "finished"})  # the training thread answers late: ignored, no error
     assert _read(client) == []
     (refused,) = _send(broker, client, type="pause", id="late")
     assert refused["error"]["code"] == "session_closed"
@@ -298,7 +299,7 @@ def test_a_second_exclusive_command_is_busy_until_the_first_is_answered() -> Non
     assert _send(broker, client, type="set", id="4", lr=0.1) == []
     assert _send(broker, client, type="set", id="5", lr=0.2) == []  # not exclusive
     first = broker.inbox.get_nowait()
-    first.reply(check="gradients")
+    first.relay({"check": "gradients"})
     assert _read(client)[0]["id"] == "1"
     assert _send(broker, client, type="health", id="6", check="determinism") == []
 

@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 from onthefly.server import SessionServer
-from onthefly.server.broker import Broker, RawEvent
+from onthefly.server.broker import Broker
 from onthefly.server.runs import series_key, split_of
+from onthefly.server.staging import RawEvent
 from tests.server.conftest import ask, open_client
 
 

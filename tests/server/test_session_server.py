@@ -14,9 +14,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 from tqdm import tqdm
 
 from onthefly.errors import ConfigurationError
+from onthefly.protocol import MetricsBody, RunInfo, RunStartedBody, StatusBody
 from onthefly.server import SessionServer
 from onthefly.server.discovery import list_sessions, sessions_dir
 from tests import interruptible
@@ -29,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _publish_steps(server: SessionServer, start: int, count: int) -> None:
     for step in range(start, start + count):
         server.publish(
-            server.main_run, "metrics", step=step, epoch=0, values={"loss": 1 / (1 + step)}
+            server.main_run, MetricsBody(step=step, epoch=0, values={"loss": 1 / (1 + step)})
         )
 
 
@@ -214,16 +216,24 @@ def test_add_run_announces_a_child_run(server: SessionServer) -> None:
         (event,) = recv(ws)["events"]
         assert event["type"] == "run_started"
         assert event["info"]["parent"] == server.main_run and event["run"] == fork
-        server.publish(fork, "status", state="paused", step=0, epoch=0)
+        server.publish(fork, StatusBody(state="paused", step=0, epoch=0))
         recv(ws)
         status = ask(ws, type="status", id="st", run=fork)
         assert status["data"]["state"] == "paused"
         assert [r["run"] for r in status["data"]["runs"]] == ["main", "main-2"]
 
 
-def test_publishing_an_unknown_kind_is_a_clear_error(server: SessionServer) -> None:
-    with pytest.raises(ConfigurationError, match="expected one of"):
-        server.publish(server.main_run, "run_started", info={})
+def test_publishing_a_run_start_is_a_clear_error(server: SessionServer) -> None:
+    info = RunInfo(run="x", project="p", name="x", state="running", step=0, epoch=0, started_at=1.0)
+    with pytest.raises(ConfigurationError, match="expected add_run"):
+        server.publish(server.main_run, RunStartedBody(info=info))
+
+
+def test_a_misspelt_event_field_fails_when_the_event_is_built() -> None:
+    with pytest.raises(ValidationError, match="stpe"):
+        MetricsBody(stpe=3, step=3, epoch=0, values={"loss": 1.0})  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="split"):
+        MetricsBody(split="training", step=3, epoch=0, values={})  # type: ignore[arg-type]
 
 
 def test_has_clients(server: SessionServer) -> None:
@@ -242,7 +252,7 @@ def test_control_commands_reach_the_inbox_and_their_replies_the_client(
         ws.send(json.dumps({"type": "pause", "id": "p1"}))
         pending = server.inbox.get(timeout=5)
         assert pending.command.type == "pause" and pending.run == server.main_run
-        threading.Thread(target=pending.reply, kwargs={"state": "paused", "step": 7}).start()
+        threading.Thread(target=pending.relay, args=({"state": "paused", "step": 7},)).start()
         assert answer(ws, "p1") == {
             "type": "reply",
             "id": "p1",
@@ -262,7 +272,7 @@ def test_pending_commands_are_answered_session_closed_at_close() -> None:
             server.close()
             closed = answer(ws, "s1")
             assert closed["error"]["code"] == "session_closed"
-            pending.reply(state="finished")  # a late answer is ignored, not an error
+            pending.relay({"state": "finished"})  # a late answer is ignored, not an error
     finally:
         server.close()
 

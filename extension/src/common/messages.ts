@@ -10,9 +10,12 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 /** A command as the dashboard writes it: the connection adds the `id`. */
 export type CommandBody = DistributiveOmit<Exclude<Command, { type: 'subscribe' }>, 'id'>;
 
-/** How a command ended: the server's `reply` data, or an error with a code and a message. */
-export type Outcome =
-  | { ok: true; data: Record<string, unknown> }
+/**
+ * How a command ended: the server's `reply` data, or an error with a code and a message.
+ * `T` is the reply's data model (`ReplyOf<K>` of `./replies`, generated from the protocol).
+ */
+export type Outcome<T = Record<string, unknown>> =
+  | { ok: true; data: T }
   | { ok: false; code: string; message: string };
 
 export type HostToView =

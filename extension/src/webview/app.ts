@@ -10,10 +10,11 @@
  * is ever shown under another.
  */
 import type { CommandBody, HostToView, Outcome } from '../common/messages';
+import { replyOf } from '../common/replies';
 import { emptyState, pill, type DashboardState, type RunView, type SourceView } from '../common/state';
 import { h } from './dom';
 import { assignColors, runColor } from './palette';
-import type { ChartOptions, ChartRun } from './panels/metrics';
+import type { ChartRun } from './panels/metrics';
 import { historyPoints, MetricsPanel } from './panels/metrics';
 import { ALERT_TITLES, AlertBanner, type OtherRun } from './panels/alerts';
 import { Controls } from './panels/controls';
@@ -21,94 +22,22 @@ import { HealthPanel } from './panels/health';
 import { HparamsPanel } from './panels/hparams';
 import { SessionsPanel } from './panels/sessions';
 import { ForksSection } from './panels/forks';
-import { LEVELS, LogsPanel, type LogFilter } from './panels/logs';
+import { LogsPanel } from './panels/logs';
 import { listRuns, pillElement, rootRun, RunPicker, sameRun, type RunEntry, type RunRef } from './panels/runPicker';
 import { RuntimePanel } from './panels/runtime';
-import { RunsTable, runRows, type TableView } from './panels/runsTable';
+import { RunsTable, runRows } from './panels/runsTable';
 import { SamplesSection } from './panels/samples';
 import { TestsPanel } from './panels/tests';
 import { parseSeriesKey } from '../common/series';
 import { applyHostMessage } from './state';
-import { isTab, Tabs, type TabName } from './tabs';
+import { Tabs } from './tabs';
 import type { Transport } from './transport';
+import { entryNamed, parseRunKey, restartOf, runKey } from './runKeys';
+import { MAX_DISMISSED, restoreUi, type UiState } from './uiState';
 
-/** What the page remembers across reloads (never the runs' data). */
-export interface UiState extends ChartOptions {
-  selected: RunRef | null;
-  logs: LogFilter;
-  tab: TabName;
-  /** Runs compared on the charts, by key. */
-  compared: string[];
-  /** The palette index of each run ever compared, so a run keeps its colour. */
-  colors: Record<string, number>;
-  /** Alerts the reader dismissed (`runKey#seq`). */
-  dismissed: string[];
-  runs: TableView;
-}
-
-const DEFAULT_UI: UiState = {
-  selected: null,
-  axis: 'step',
-  smoothing: { kind: 'none' },
-  hidden: [],
-  logCharts: [],
-  chartFilter: '',
-  logs: { levels: ['INFO', 'WARNING', 'ERROR', 'CRITICAL'], text: '' },
-  tab: 'charts',
-  compared: [],
-  colors: {},
-  dismissed: [],
-  runs: { sort: 'started', descending: true, filter: '' },
-};
 const CHART_INTERVAL_MS = 200;
 const CHART_KEYS = new Set(['selected', 'axis', 'smoothing', 'hidden', 'logCharts', 'chartFilter', 'compared', 'colors', 'tab']);
-const MAX_DISMISSED = 200;
 
-const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
-
-export function restoreUi(saved: unknown): UiState {
-  if (typeof saved !== 'object' || saved === null) return structuredClone(DEFAULT_UI);
-  const ui = { ...structuredClone(DEFAULT_UI), ...(saved as Partial<UiState>) };
-  if (ui.axis !== 'step' && ui.axis !== 'epoch') ui.axis = 'step';
-  ui.hidden = strings(ui.hidden);
-  ui.logCharts = strings(ui.logCharts);
-  ui.compared = strings(ui.compared);
-  ui.dismissed = strings(ui.dismissed);
-  if (!isTab(ui.tab)) ui.tab = 'charts';
-  if (typeof ui.chartFilter !== 'string') ui.chartFilter = '';
-  if (typeof ui.colors !== 'object' || ui.colors === null || Array.isArray(ui.colors)) ui.colors = {};
-  if (!ui.logs || !Array.isArray(ui.logs.levels)) ui.logs = structuredClone(DEFAULT_UI.logs);
-  ui.logs.levels = ui.logs.levels.filter((l) => LEVELS.includes(l));
-  if (typeof ui.runs !== 'object' || ui.runs === null || typeof ui.runs.sort !== 'string') ui.runs = structuredClone(DEFAULT_UI.runs);
-  return ui;
-}
-
-/** One string per run (session and run), for what panels keep per run. */
-export function runKey(ref: RunRef): string {
-  return `${ref.source}\u0000${ref.run}`;
-}
-
-export function parseRunKey(key: string): RunRef {
-  const cut = key.indexOf('\u0000');
-  return { source: key.slice(0, cut), run: key.slice(cut + 1) };
-}
-
-/**
- * The run to follow when the selected one's process ended: the newest live run of the same
- * project and name in another session (the run restarted), if any.
- */
-export function restartOf(entries: readonly RunEntry[], ended: RunEntry): RunEntry | null {
-  const live = entries.filter(
-    (e) => !e.ended && e.ref.source !== ended.ref.source && e.project === ended.project && e.name === ended.name && e.startedAt >= ended.startedAt,
-  );
-  return live.sort((a, b) => b.startedAt - a.startedAt)[0] ?? null;
-}
-
-/** The entry a `?run=` parameter names (`name` or `project/name`), newest first. */
-export function entryNamed(entries: readonly RunEntry[], wanted: string): RunEntry | null {
-  const matches = entries.filter((e) => (wanted.includes('/') ? `${e.project}/${e.name}` === wanted : e.name === wanted));
-  return matches.sort((a, b) => Number(a.ended) - Number(b.ended) || b.startedAt - a.startedAt)[0] ?? null;
-}
 
 export class App {
   private state: DashboardState = emptyState();
@@ -424,7 +353,7 @@ export class App {
 
   private async history(key: string, series: string, start: number, end: number, maxPoints: number) {
     const { split, metric } = parseSeriesKey(series);
-    const outcome = await this.sendTo(key, { type: 'history', metric, split, start, end, max_points: maxPoints });
+    const outcome = replyOf('history', await this.sendTo(key, { type: 'history', metric, split, start, end, max_points: maxPoints }));
     if (!outcome.ok) {
       console.warn(`OnTheFly: history of ${series} failed: ${outcome.message}`);
       return null;

@@ -12,31 +12,25 @@
  * keeps a million-point series fast to draw.
  *
  * Zoom: drag to select, wheel to zoom around the cursor; pan: shift+drag; double-click or
- * `resetZoom()` goes back to following the whole run.
+ * `resetZoom()` goes back to following the whole run. The readout (`chartReadout.ts`), the
+ * markers (`chartMarkers.ts`) and the PNG export (`chartImage.ts`) live beside it.
  */
 import uPlot from 'uplot';
 import { lowerBound, upperBound, type Points } from '../common/decimate';
 import type { SeriesData } from '../common/series';
-import type { AxisMap, XAxis } from './axis';
-import { STEP_AXIS } from './axis';
-import { compose, nearestIndex, type ChartSeries, type Composed, type Drawn, type XRange } from './chartModel';
-import { formatWallTime, timeAt } from './clock';
-import { formatNumber } from './dom';
+import type { XAxis } from './axis';
+import { chartImage, type LegendEntry } from './chartImage';
+import { ChartMarkers, type Marker } from './chartMarkers';
+import { compose, type ChartSeries, type Composed, type XRange } from './chartModel';
+import { showReadout } from './chartReadout';
+import { cssValue } from './dom';
 import { withAlpha } from './palette';
 import { cssRgb } from './scatter';
 import type { Smoothing } from './smoothing';
 import { linearTickLabels, logTickLabels } from './ticks';
 
 export type { ChartSeries } from './chartModel';
-
-/** A vertical line at a step, e.g. a hyperparameter change or an alert; `label` is its tooltip. */
-export interface Marker {
-  step: number;
-  label: string;
-  kind: 'hparam' | 'error' | 'warning';
-  /** The x mapping of the run the marker belongs to (default: the chart's first series'). */
-  map?: AxisMap;
-}
+export type { Marker } from './chartMarkers';
 
 export interface ChartInput {
   /** The first dense series is the primary one: the readout's step, epoch and time are its. */
@@ -81,9 +75,6 @@ function axisWidth(u: uPlot, values: string[] | null): number {
   return Math.ceil(widest) + 14;
 }
 
-function css(name: string, fallback: string): string {
-  return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
-}
 
 export class MetricChart {
   readonly element: HTMLElement;
@@ -100,9 +91,8 @@ export class MetricChart {
   private draws = 0;
   private pan: { x: number; lo: number; hi: number } | null = null;
   private readonly resize: ResizeObserver;
-  private readonly markerLayer = document.createElement('div');
+  private readonly markers = new ChartMarkers();
   private readonly readout = document.createElement('div');
-  private markerSignature = '';
 
   constructor(
     parent: HTMLElement,
@@ -112,7 +102,6 @@ export class MetricChart {
     this.element = document.createElement('div');
     this.element.className = 'chart-plot';
     parent.append(this.element);
-    this.markerLayer.className = 'markers';
     this.readout.className = 'chart-readout';
     this.readout.dataset.testid = 'readout';
     this.readout.hidden = true;
@@ -152,42 +141,8 @@ export class MetricChart {
 
   /** The chart as a PNG data URL: its title and legend, the plot with its axes and markers. */
   png(): string {
-    const plot = this.plot;
-    if (!plot) throw new Error('the chart has nothing drawn yet');
-    const dpr = devicePixelRatio;
-    const source = plot.ctx.canvas;
-    const legend = this.legendEntries();
-    const lineHeight = 18 * dpr;
-    const head = 28 * dpr + Math.ceil(legend.length / 4) * lineHeight;
-    const canvas = document.createElement('canvas');
-    canvas.width = source.width;
-    canvas.height = source.height + head;
-    const ctx = canvas.getContext('2d');
-    if (!ctx) throw new Error('this browser cannot draw on a canvas');
-    ctx.fillStyle = css('--otf-bg', '#1e1e1e');
-    ctx.fillRect(0, 0, canvas.width, canvas.height);
-    ctx.fillStyle = css('--otf-fg', '#ccc');
-    ctx.font = `${14 * dpr}px sans-serif`;
-    ctx.fillText(this.title, 8 * dpr, 19 * dpr);
-    ctx.font = `${12 * dpr}px sans-serif`;
-    const column = canvas.width / 4;
-    legend.forEach(({ label, color, dash }, i) => {
-      const x = 8 * dpr + (i % 4) * column;
-      const y = 28 * dpr + Math.floor(i / 4) * lineHeight + 10 * dpr;
-      ctx.strokeStyle = color;
-      ctx.lineWidth = 2 * dpr;
-      ctx.setLineDash(dash ? dash.map((d) => d * dpr) : []);
-      ctx.beginPath();
-      ctx.moveTo(x, y);
-      ctx.lineTo(x + 18 * dpr, y);
-      ctx.stroke();
-      ctx.setLineDash([]);
-      ctx.fillStyle = css('--otf-fg', '#ccc');
-      ctx.fillText(label, x + 24 * dpr, y + 4 * dpr);
-    });
-    ctx.drawImage(source, 0, head);
-    this.drawMarkersOn(ctx, head);
-    return canvas.toDataURL('image/png');
+    if (!this.plot) throw new Error('the chart has nothing drawn yet');
+    return chartImage(this.plot, this.title, this.legendEntries(), this.markers);
   }
 
   destroy(): void {
@@ -227,7 +182,7 @@ export class MetricChart {
       xTitle: input.axis === 'epoch' ? 'epoch' : 'step',
       yTitle: input.log ? `${input.yLabel} (log scale)` : input.yLabel,
     });
-    this.setMarkers(input.markers, composed);
+    this.markers.set(input.markers, composed, input.series[0]?.map);
     const data = composed.aligned as uPlot.AlignedData;
     if (this.zoom) {
       const { lo, hi } = this.zoom;
@@ -253,7 +208,7 @@ export class MetricChart {
     if (signature === this.signature && this.plot) return;
     this.signature = signature;
     this.plot?.destroy();
-    const axisStroke = css('--otf-fg', '#ccc');
+    const axisStroke = cssValue('--otf-fg', '#ccc');
     // Gridlines in the text colour, faint: readable on dark and light themes alike.
     const [r, g, b] = cssRgb(axisStroke, [204, 204, 204]);
     const grid = { stroke: `rgba(${r}, ${g}, ${b}, 0.15)`, width: 1 };
@@ -296,8 +251,8 @@ export class MetricChart {
         },
         hooks: {
           setSelect: [(u) => this.selected(u)],
-          setCursor: [(u) => this.showReadout(u)],
-          draw: [() => this.measureDraw(), () => this.placeMarkers()],
+          setCursor: [(u) => showReadout(this.readout, u, this.composed)],
+          draw: [() => this.measureDraw(), (u) => this.markers.place(u)],
         },
       },
       [[]],
@@ -305,7 +260,7 @@ export class MetricChart {
     );
     this.plot.over.addEventListener('wheel', (event) => this.wheel(event), { passive: false });
     this.plot.over.addEventListener('mouseleave', () => (this.readout.hidden = true));
-    this.plot.over.append(this.markerLayer, this.readout);
+    this.plot.over.append(this.markers.layer, this.readout);
   }
 
   /** The points of a series: a dense one with the fetched full-resolution window spliced in. */
@@ -317,119 +272,8 @@ export class MetricChart {
 
   // ------------------------------------------------------------------------------ readout
 
-  private showReadout(u: uPlot): void {
-    const left = u.cursor.left ?? -1;
-    const composed = this.composed;
-    if (left < 0 || !composed || composed.drawn.length === 0) {
-      this.readout.hidden = true;
-      return;
-    }
-    const x = u.posToVal(left, 'x');
-    const primary = composed.drawn.find((d) => d.series.dense) ?? composed.drawn[0];
-    const at = nearestIndex(primary.x, x);
-    if (at < 0) {
-      this.readout.hidden = true;
-      return;
-    }
-    const series = primary.series;
-    // The step under the cursor: the primary run's nearest point while over its range (other
-    // runs compared may go further, and are read at the cursor too).
-    const inside = x <= (primary.x.at(-1) ?? x) + 1e-9;
-    const step = inside ? primary.steps[at] : Math.max(0, Math.round(series.map.toStep(x)));
-    const epoch = Math.max(0, upperBound(series.epochStarts as number[], step) - 1);
-    const time = series.clock && inside ? timeAt(series.clock, step) : null;
-    const head = [`step ${step}`, series.epochStarts.length && inside ? `epoch ${epoch}` : '', time !== null ? formatWallTime(time, series.startedAt) : '']
-      .filter(Boolean)
-      .join(' · ');
-    const rows = composed.drawn.map((d) => readoutRow(d, x, step));
-    this.readout.replaceChildren(el('div', 'readout-head', head), ...rows.map((r) => r.element));
-    this.readout.dataset.step = String(step);
-    this.readout.dataset.values = JSON.stringify(rows.map((r) => [r.label, r.value]));
-    this.readout.hidden = false;
-    // Beside the cursor, on the side with room.
-    const width = u.over.clientWidth;
-    const box = this.readout.offsetWidth || 180;
-    this.readout.style.left = `${left + 14 + box > width ? Math.max(0, left - 14 - box) : left + 14}px`;
-  }
-
-  private legendEntries(): { label: string; color: string; dash?: number[] }[] {
+  private legendEntries(): LegendEntry[] {
     return (this.input?.series ?? []).map((s) => ({ label: s.label, color: s.color, dash: s.dash }));
-  }
-
-  // ------------------------------------------------------------------------------ markers
-
-  private setMarkers(markers: Marker[], composed: Composed): void {
-    const nonFinite = composed.nonFinite.map((n) => ({
-      x: n.x,
-      label: `${n.series.label}: NaN or infinite at step ${n.step}`,
-      kind: 'nonfinite',
-    }));
-    const primaryMap = this.input?.series[0]?.map ?? STEP_AXIS;
-    const lines = markers.map((m) => ({ x: (m.map ?? primaryMap).toX(m.step), label: m.label, kind: m.kind }));
-    const all = [...lines, ...nonFinite];
-    const signature = JSON.stringify(all);
-    if (signature === this.markerSignature) return;
-    this.markerSignature = signature;
-    this.markerLayer.replaceChildren(
-      ...all.map((m) => {
-        const el = document.createElement('div');
-        el.className = `marker marker-${m.kind}`;
-        el.title = m.label;
-        el.dataset.testid = m.kind === 'nonfinite' ? 'nonfinite' : 'marker';
-        el.dataset.kind = m.kind;
-        el.dataset.x = String(m.x);
-        el.setAttribute('aria-label', m.label);
-        return el;
-      }),
-    );
-  }
-
-  /** Markers follow the x scale after every draw (zoom, pan, resize, new data). */
-  private placeMarkers(): void {
-    const plot = this.plot;
-    if (!plot) return;
-    const width = plot.over.clientWidth;
-    for (const el of this.markerLayer.children as HTMLCollectionOf<HTMLElement>) {
-      const left = plot.valToPos(Number(el.dataset.x), 'x');
-      el.hidden = !(left >= 0 && left <= width);
-      el.style.left = `${left}px`;
-    }
-  }
-
-  /** The markers, drawn into an exported image (the DOM ones are not on the canvas). */
-  private drawMarkersOn(ctx: CanvasRenderingContext2D, top: number): void {
-    const plot = this.plot;
-    if (!plot) return;
-    const dpr = devicePixelRatio;
-    const colors: Record<string, string> = {
-      hparam: css('--otf-marker', '#CC79A7'),
-      error: css('--otf-error', '#D55E00'),
-      warning: '#E69F00',
-      nonfinite: css('--otf-error', '#D55E00'),
-    };
-    const { top: plotTop, height } = plot.bbox;
-    for (const el of this.markerLayer.children as HTMLCollectionOf<HTMLElement>) {
-      if (el.hidden) continue;
-      const x = plot.valToPos(Number(el.dataset.x), 'x', true); // canvas pixels, plot offset included
-      const kind = el.dataset.kind ?? 'hparam';
-      ctx.strokeStyle = ctx.fillStyle = colors[kind] ?? colors.hparam;
-      if (kind === 'nonfinite') {
-        const y = top + plotTop + height;
-        ctx.beginPath();
-        ctx.moveTo(x, y - 9 * dpr);
-        ctx.lineTo(x - 5 * dpr, y);
-        ctx.lineTo(x + 5 * dpr, y);
-        ctx.fill();
-        continue;
-      }
-      ctx.lineWidth = dpr;
-      ctx.setLineDash([4 * dpr, 3 * dpr]);
-      ctx.beginPath();
-      ctx.moveTo(x, top + plotTop);
-      ctx.lineTo(x, top + plotTop + height);
-      ctx.stroke();
-      ctx.setLineDash([]);
-    }
   }
 
   // ------------------------------------------------------------------------------ zoom
@@ -531,31 +375,4 @@ export function splice(series: SeriesData | Points, detail: Detail): Points {
     steps: steps.slice(0, before).concat(detail.points.steps, steps.slice(after)),
     values: values.slice(0, before).concat(detail.points.values, values.slice(after)),
   };
-}
-
-interface ReadoutRow {
-  label: string;
-  value: number | null;
-  element: HTMLElement;
-}
-
-/** One series' line of the readout: its nearest point to the cursor (and its step, if not the head's). */
-function readoutRow(d: Drawn, x: number, headStep: number): ReadoutRow {
-  const i = nearestIndex(d.x, x);
-  const value = i < 0 ? null : d.values[i];
-  const step = i < 0 ? null : d.steps[i];
-  const shown = i < 0 ? '–' : value === null ? 'NaN/∞' : formatNumber(value, 5);
-  const swatch = el('span', 'swatch', '');
-  swatch.style.background = d.series.color;
-  const row = el('div', 'readout-row');
-  row.append(swatch, el('span', 'readout-label', d.series.label), el('span', 'readout-value', shown));
-  if (step !== null && step !== headStep) row.append(el('span', 'readout-step muted', `@ ${step}`));
-  return { label: d.series.label, value: i < 0 ? null : value, element: row };
-}
-
-function el(tag: string, className: string, text?: string): HTMLElement {
-  const node = document.createElement(tag);
-  node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
 }

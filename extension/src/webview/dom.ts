@@ -62,3 +62,8 @@ export function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Attrs =
   append(el, children);
   return el;
 }
+
+/** The value of the page's CSS custom property `name` (a theme colour), else `fallback`. */
+export function cssValue(name: string, fallback: string): string {
+  return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
+}

@@ -3,7 +3,7 @@
  * cost the page `bins` numbers), so drawing is one bar per bin on a canvas; a dragged region
  * is snapped outwards to whole bins, so what is selected is exactly what the bars show.
  */
-import type { HistogramData } from './sampleReplies';
+import type { HistogramReply } from '../protocol.gen';
 import { countLabel, countTicks } from './ticks';
 
 export const MIN_BINS = 10;
@@ -31,7 +31,7 @@ export interface LossRange {
 }
 
 /** The loss range of a drag between plot fractions `a` and `b`, snapped out to whole bins. */
-export function dragRange(hist: Pick<HistogramData, 'edges' | 'counts'>, a: number, b: number): LossRange {
+export function dragRange(hist: Pick<HistogramReply, 'edges' | 'counts'>, a: number, b: number): LossRange {
   const bins = hist.counts.length;
   const first = binAt(bins, Math.min(a, b));
   const last = binAt(bins, Math.max(a, b));
@@ -68,7 +68,7 @@ export function countAxis(max: number, height: number, log: boolean): CountTick[
  * Draw `hist` filling `canvas` (its backing size must already match its CSS size × dpr);
  * `log` scales counts as log(1 + n). Returns the count ticks (gridlines drawn), for the y axis.
  */
-export function drawHistogram(canvas: HTMLCanvasElement, hist: HistogramData, log: boolean, colors: HistogramColors): CountTick[] {
+export function drawHistogram(canvas: HTMLCanvasElement, hist: HistogramReply, log: boolean, colors: HistogramColors): CountTick[] {
   const start = performance.now();
   const ctx = canvas.getContext('2d');
   if (!ctx) return [];

@@ -3,7 +3,7 @@
  * colour values in typed arrays, each point written as a small square straight into the
  * pixel buffer (no path per point), so hundreds of thousands of points draw in milliseconds.
  */
-import type { ScatterPoints } from './sampleReplies';
+import type { ScatterPoints } from './sampleData';
 
 /** Name of the performance measure of each scatter draw. */
 export const SCATTER_MEASURE = 'onthefly:scatter-draw';

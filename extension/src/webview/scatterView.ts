@@ -5,7 +5,7 @@
  * it (its numbers, the sample itself).
  */
 import { h } from './dom';
-import type { PointCloud } from './sampleReplies';
+import type { PointCloud } from './sampleData';
 import { drawScatter, extentOf, fitCanvas, nearestPoint, themeRgb, type Coloring, type Extent, type Placement, type ScatterStyle } from './scatter';
 
 export interface ScatterSpec {

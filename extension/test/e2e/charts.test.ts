@@ -9,7 +9,7 @@ import { copyFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { openBrowser, RESULTS_DIR, type Browser } from '../support/browser';
-import { runInfo, startFakeSession, type FakeSession } from '../support/fakeSession';
+import { refuse, runInfo, startFakeSession, type FakeSession } from '../support/fakeSession';
 import { EXTENSION_DIR } from '../support/processes';
 
 const DASHBOARD = join(EXTENSION_DIR, '..', 'onthefly', 'dashboard');
@@ -50,7 +50,7 @@ let browser: Browser;
 let url: string;
 
 before(async () => {
-  fake = await startFakeSession({ httpRoot: DASHBOARD, onSubscribe: (_c, socket) => socket.send(snapshot()) });
+  fake = await startFakeSession({ httpRoot: DASHBOARD, onSubscribe: (_c, socket) => socket.send(snapshot()), answer: refuse });
   browser = await openBrowser();
   url = `http://127.0.0.1:${fake.port}/?token=${fake.token}`;
   await browser.page.goto(url);

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { afterEach, test } from 'node:test';
 import { decimate } from '../../src/common/decimate';
 import { openBrowser, RESULTS_DIR, type Browser } from '../support/browser';
-import { runInfo, startFakeSession, until, type FakeSession } from '../support/fakeSession';
+import { refuse, runInfo, startFakeSession, until, type FakeSession } from '../support/fakeSession';
 import { instrument, max, readPerf, record, round, target } from '../support/perf';
 import { EXTENSION_DIR } from '../support/processes';
 
@@ -89,6 +89,7 @@ test(`streaming 100 steps/s for ${STREAM_SECONDS} s keeps input under 50 ms and 
     httpRoot: DASHBOARD,
     onSubscribe: (_c, socket) =>
       socket.send(JSON.stringify({ type: 'snapshot', v: 1, session: 's1', seq, time: 1, logs: [], runs: [{ ...runInfo('live'), series: {}, health: [], hparam_changes: [], epoch_starts: [0] }] })),
+    answer: refuse,
   });
   browser = await openBrowser();
   const { page } = browser;

@@ -10,7 +10,7 @@ import { after, test } from 'node:test';
 import type { WebSocket } from 'ws';
 import { openBrowser, openTab, RESULTS_DIR, type Browser } from '../support/browser';
 import { fakeSamples } from '../support/fakeSamples';
-import { runInfo, startFakeSession, type FakeSession } from '../support/fakeSession';
+import { refuse, runInfo, startFakeSession, type FakeSession } from '../support/fakeSession';
 import { instrument, max, readPerf, record, round, target } from '../support/perf';
 import { EXTENSION_DIR } from '../support/processes';
 
@@ -27,7 +27,7 @@ after(async () => {
 function answerWith(samples: ReturnType<typeof fakeSamples>, served: Map<string, number>) {
   return (command: Record<string, unknown>, socket: WebSocket): void => {
     const answer = samples.answer(command);
-    if (answer === undefined) return socket.send(JSON.stringify({ type: 'reply', id: command.id, data: {} }));
+    if (answer === undefined) return refuse(command, socket); // what the scripted samples do not model
     const frame = 'data' in answer ? { type: 'reply', id: command.id, data: answer.data } : { type: 'error', id: command.id, error: answer };
     const text = JSON.stringify(frame);
     served.set(String(command.type), text.length);

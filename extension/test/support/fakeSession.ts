@@ -137,6 +137,16 @@ export async function startFakeSession(options: FakeOptions = {}): Promise<FakeS
 }
 
 /** A stream event of run `r` with sequence number `seq`. */
+/**
+ * An `answer` that refuses every command (`unsupported`), as a real session refuses what a
+ * run cannot do: for pages whose panels ask things (history, checkpoints, lineage, …) whose
+ * replies a scripted session does not model.
+ */
+export function refuse(command: Record<string, unknown>, socket: WebSocket): void {
+  const error = { code: 'unsupported', message: `this scripted session answers no ${String(command.type)}` };
+  socket.send(JSON.stringify({ type: 'error', id: command.id, error }));
+}
+
 export function metricsEvent(seq: number, step: number, value: number, run = 'r'): Record<string, unknown> {
   return { type: 'metrics', v: 1, session: 's1', run, seq, time: seq, split: 'train', step, epoch: 0, values: { loss: value } };
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { applyServerMessage, newRun, newSource, type DashboardState } from '../../src/common/state';
-import type { ForkProgress, LineageChanged, LineageEdge, LineageNode, RunInfo } from '../../src/protocol.gen';
+import type { CompareReply, CompareTarget, ForkProgress, ForkReply, LineageEdge, LineageNode, LineageView, MergeReply, RunInfo } from '../../src/protocol.gen';
 import { forkCommand, mergeCommand, nameError, type ForkForm, type MergeForm } from '../../src/webview/forkForms';
 import {
   bestLoss,
@@ -12,11 +12,8 @@ import {
   describeForkProgress,
   mergeableForks,
   mergeCaption,
-  parseCompare,
-  parseLineage,
-  parseMerge,
   reportRows,
-} from '../../src/webview/forkReplies';
+} from '../../src/webview/forkText';
 import { layoutLineage, type Box } from '../../src/webview/lineageLayout';
 import { compareCaption } from '../../src/webview/panels/comparePanel';
 import { latestProgress } from '../../src/webview/panels/forks';
@@ -131,63 +128,57 @@ test('zoom keeps the point under the cursor in place; a drag moves the drawing w
   assert.equal(panned.width, zoomed.width);
 });
 
-// ------------------------------------------------------------------ replies (shapes as the session sends them)
+// ------------------------------------------------------------------ replies (the generated reply types)
 
-const targets = [
+const targets: CompareTarget[] = [
   { name: 'hard', kind: 'slice', split: 'train', samples: 205 },
   { name: 'rest', kind: 'rest', split: 'train', samples: 1843 },
   { name: 'val', kind: 'val', split: 'val', samples: 512 },
 ];
-const compareReply = {
+const compareReply: CompareReply = {
   cancelled: false,
   step: 836,
   targets,
   rows: [
-    { model: 'mlp', run: 'mlp', kind: 'main', loss: [0.951, 0.3606, 0.4455], accuracy: [0.302, 0.831, 0.752] },
-    { model: 'hard', run: 'hard', kind: 'fork', loss: [0.736, 0.8376, null], accuracy: [0.79, 0.62, null] },
+    { model: 'mlp', run: 'mlp', kind: 'main', loss: [0.951, 0.3606, 0.4455], accuracy: [0.302, 0.831, 0.752], fork: null, steps: null },
+    { model: 'hard', run: 'hard', kind: 'fork', loss: [0.736, 0.8376, null], accuracy: [0.79, 0.62, null], fork: null, steps: null },
   ],
+  notes: [],
   duration: 0.094,
 };
-const mergeReply = {
-  name: 'merge-1', run: 'merge-1', method: 'soup', forks: ['hard'], kept: null, optimizer: 'keep', targets,
+const mergeReply: MergeReply = {
+  name: 'merge-1', run: 'merge-1', method: 'soup', forks: ['hard'], kept: null, choice: {}, grid: [], optimizer: 'keep', targets,
   before: { loss: [0.951, 0.3606, 0.4455], accuracy: [0.302, 0.831, 0.752] },
   after: { loss: [0.789, 0.529, 0.4455], accuracy: [0.737, 0.755, 0.762] },
-  distill: null, duration: 0.11, state: 'paused', step: 836, epoch: 26,
+  distill: null, applied: true, gate: {}, duration: 0.11, state: 'paused', step: 836, epoch: 26,
 };
 
-test('a compare reply becomes a table; the lowest loss of each target is marked', () => {
-  const table = parseCompare(compareReply);
-  assert.deepEqual(table.targets.map((t) => t.name), ['hard', 'rest', 'val']);
-  assert.deepEqual(table.rows.map((r) => [r.model, r.kind]), [['mlp', 'main'], ['hard', 'fork']]);
-  assert.equal(table.rows[1].loss[2], null);
-  assert.deepEqual(bestLoss(table), [1, 0, 0]);
-  assert.equal(compareCaption(table), '2 models at step 836 · 0.1 s');
-  assert.throws(() => parseCompare({ ...compareReply, rows: [{ model: 'x', loss: [1], accuracy: [1] }] }), /row 0 loss has no list of 3 values/);
-  assert.throws(() => parseCompare({ rows: [] }), /no "targets" list/);
+test('a compare reply draws as a table; the lowest loss of each target is marked', () => {
+  assert.deepEqual(bestLoss(compareReply), [1, 0, 0]);
+  assert.equal(compareCaption(compareReply), '2 models at step 836 · 0.1 s');
 });
 
 test('a merge reply becomes a before/after report per target', () => {
-  const report = parseMerge(mergeReply);
+  const report = mergeReply;
   const rows = reportRows(report);
   assert.deepEqual(rows.map((r) => r.target.name), ['hard', 'rest', 'val']);
   assert.ok(Math.abs((rows[0].change as number) - (0.789 - 0.951)) < 1e-12, 'after - before');
   assert.equal(rows[2].change, 0);
   assert.equal(rows[0].accAfter, 0.737);
   assert.equal(mergeCaption(report), 'merge-1: soup of hard at step 836 · optimizer keep · 0.1 s');
-  const greedy = parseMerge({ ...mergeReply, method: 'greedy', kept: ['mlp'], distill: null });
+  const greedy: MergeReply = { ...mergeReply, method: 'greedy', kept: ['mlp'], distill: null };
   assert.match(mergeCaption(greedy), /kept mlp/);
-  const refused = parseMerge({ ...mergeReply, applied: false, reason: 'worse', choice: { weights: [0.25, 0.75] } });
+  const refused: MergeReply = { ...mergeReply, applied: false, reason: 'worse', choice: { weights: [0.25, 0.75] } };
   assert.equal(refused.applied, false);
   assert.match(mergeCaption(refused), /chosen on validation: weights 0.25\/0.75 · not applied/);
-  const distilled = parseMerge({ ...mergeReply, method: 'distill', distill: { steps: 100, distill_loss: 0.25 } });
+  const distilled: MergeReply = { ...mergeReply, method: 'distill', distill: { steps: 100, distill_loss: 0.25 } };
   assert.match(mergeCaption(distilled), /steps 100, distill_loss 0.25/);
-  assert.throws(() => parseMerge({ ...mergeReply, after: { loss: [1], accuracy: [1, 2, 3] } }), /after loss has no list of 3 values/);
   assert.equal(signed(-0.162), '−0.162');
   assert.equal(signed(0.04), '+0.04');
   assert.equal(signed(null), '–');
 });
 
-const lineageReply: Omit<LineageChanged, 'v' | 'session' | 'run' | 'seq' | 'time' | 'type'> = {
+const lineageReply: LineageView = {
   active: 'merge-1',
   nodes: [
     node('mlp', 'main', null, null, { status: 'superseded' }),
@@ -199,14 +190,13 @@ const lineageReply: Omit<LineageChanged, 'v' | 'session' | 'run' | 'seq' | 'time
   edges: [fork('mlp', 'hard', 836), merge('mlp', 'merge-1', 836), merge('hard', 'merge-1', 836)],
 };
 
-test('lineage replies are read; only finished forks can be merged; a fresh merge can be discarded', () => {
-  const lineage = parseLineage(lineageReply);
+test('only finished forks can be merged; a fresh merge can be discarded', () => {
+  const lineage = lineageReply;
   assert.deepEqual(mergeableForks(lineage, 'soup').map((n) => n.name), ['hard', 'adapted']);
   assert.deepEqual(mergeableForks(lineage, 'adapter').map((n) => n.name), ['adapted']);
   assert.deepEqual(mergeableForks(null, 'soup'), []);
   assert.equal(canDiscard(lineage), true);
   assert.equal(canDiscard({ ...lineage, active: 'mlp' }), false);
-  assert.throws(() => parseLineage({ active: 'x', nodes: [{}], edges: [] }), /no run or kind/);
   const [main, hard, , cut, merged] = lineage.nodes;
   assert.equal(nodeDetail(main), 'main run');
   assert.equal(nodeDetail(hard), 'fork @ 836 · 50 steps');
@@ -227,11 +217,16 @@ test('fork progress, replies and discards read as one line each', () => {
   assert.equal(describeForkProgress(progress('done', 200, 200)), 'fork hard done: 200 steps · loss 0.82 · 1.5 s');
   assert.equal(describeForkProgress(progress('cancelled', 12, 200)), 'fork hard cancelled after 12 steps');
   assert.equal(describeForkProgress(progress('failed', 3, null, 1, { message: 'RuntimeError: boom' })), 'fork hard failed after 3 steps: RuntimeError: boom');
-  const done = { name: 'hard', status: 'done', steps: 50, duration: 0.13, slice_loss: 0.736, parent_slice_loss: 0.951, message: null };
+  const done: ForkReply = {
+    name: 'hard', run: 'hard', parent: 'mlp', parent_step: 836, selection: { name: 'tail', size: 205 }, budget: { steps: 50 }, hparams: {},
+    status: 'done', steps: 50, duration: 0.13, slice_loss: 0.736, parent_slice_loss: 0.951, message: null, has_weights: true, created: 1,
+    warnings: [], state: 'paused', step: 836, epoch: 26,
+  };
   assert.equal(describeFork({ ok: true, data: done }), 'fork hard: done, 50 steps in 0.1 s · slice loss 0.951 → 0.736');
   assert.equal(describeFork({ ok: true, data: { ...done, status: 'failed', message: 'boom', slice_loss: null } }), 'fork hard: failed, 50 steps in 0.1 s: boom');
   assert.equal(describeFork({ ok: false, code: 'invalid_state', message: 'a fork needs a paused run' }), 'fork failed: a fork needs a paused run (invalid_state)');
-  assert.equal(describeDiscard({ ok: true, data: { name: 'merge-1', active: 'mlp', step: 836 } }), 'discarded merge-1: back to mlp at step 836');
+  const discarded = { name: 'merge-1', run: 'merge-1', active: 'mlp', state: 'paused', step: 836, epoch: 26 } as const;
+  assert.equal(describeDiscard({ ok: true, data: discarded }), 'discarded merge-1: back to mlp at step 836');
   assert.equal(describeDiscard({ ok: false, code: 'invalid_state', message: 'no merge to discard' }), 'discard failed: no merge to discard (invalid_state)');
   assert.equal(describeCancel({ ok: true, data: { cancelled: true, fork: 'long' } }), 'cancel: stopping fork long');
   assert.equal(describeCancel({ ok: true, data: { cancelled: true, merge: 'merge-2' } }), 'cancel: stopping merge merge-2');

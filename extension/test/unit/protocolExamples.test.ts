@@ -1,9 +1,16 @@
 /** The golden examples shared with the Python suite are read by the dashboard's parser and reducer. */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { test } from 'node:test';
-import type { Command } from '../../src/protocol.gen';
+import type { Command, Replies } from '../../src/protocol.gen';
+import { isCancelled } from '../../src/common/replies';
+import { bestLoss, describeCancel, describeFork, mergeCaption, reportRows } from '../../src/webview/forkText';
+import { compareCaption } from '../../src/webview/panels/comparePanel';
+import { histogramCaption } from '../../src/webview/panels/lossHistogram';
+import { historyPoints } from '../../src/webview/panels/metrics';
+import { describeScanReply } from '../../src/webview/panels/scanBar';
+import { dataMapCloud, explorerCloud } from '../../src/webview/sampleData';
 import { parseServerMessage, ProtocolError } from '../../src/common/parse';
 import { applyServerMessage, newSource } from '../../src/common/state';
 import { refusedAsExisting } from '../../src/webview/overwrite';
@@ -82,4 +89,52 @@ test('an hparam_error says what failed and what was put back', () => {
   assert.match(text, /^step 401: the optimizer failed under the edit \(RuntimeError: value cannot be converted/);
   assert.match(text, /lr of group 0 back to 0\.001, lr of group 1 back to /);
   assert.match(text, /and paused$/);
+});
+
+// ------------------------------------------------------------------ replies
+
+const replyExamples = files(join(examples, 'valid', 'reply'));
+const commandOf = (path: string): string => basename(path, '.json').split('-')[0];
+const replyOfFile = <K extends keyof Replies>(kind: K, name = kind as string): Replies[K] =>
+  JSON.parse(readFileSync(join(examples, 'valid', 'reply', `${name}.json`), 'utf8')) as Replies[K];
+
+test('every command type has a reply type and a golden reply example, and no example names another', () => {
+  // A compile error until a new command's reply type is listed here (Replies is generated).
+  const replies: Record<keyof Replies, true> = {
+    subscribe: true, unsubscribe: true, history: true, status: true, ping: true, pause: true, resume: true, stop: true, test: true,
+    health: true, set: true, export: true, import: true, checkpoints: true, restore: true, snapshot: true, scan: true,
+    cancel: true, histogram: true, quantiles: true, select: true, selections: true, selection_rows: true,
+    export_selection: true, data_map: true, explorer: true, fork: true, forks: true, compare: true, merge: true,
+    discard_merge: true, lineage: true, sample_preview: true,
+  };
+  const seen = new Set(replyExamples.map(commandOf));
+  assert.deepEqual([...seen].sort(), Object.keys(replies).sort());
+});
+
+test('the golden replies read through the typed views', () => {
+  const compare = replyOfFile('compare');
+  assert.ok(!isCancelled(compare));
+  if (isCancelled(compare)) return;
+  assert.equal(bestLoss(compare).length, compare.targets.length);
+  assert.match(compareCaption(compare), /^\d+ models at step \d+/);
+  const merge = replyOfFile('merge');
+  if (isCancelled(merge)) throw new Error('expected a finished merge');
+  assert.equal(reportRows(merge).length, merge.targets.length);
+  assert.match(mergeCaption(merge), new RegExp(`^${merge.name}: ${merge.method} of`));
+  const refused = replyOfFile('merge', 'merge-not-applied');
+  if (isCancelled(refused)) throw new Error('expected a finished merge');
+  assert.equal(refused.applied, false);
+  assert.ok(isCancelled(replyOfFile('merge', 'merge-cancelled')));
+  assert.match(describeFork({ ok: true, data: replyOfFile('fork') }), /^fork \S+: done, \d+ steps/);
+  assert.equal(describeCancel({ ok: true, data: replyOfFile('cancel') }), 'cancel: stopping fork long');
+  assert.match(describeScanReply('train', { ok: true, data: replyOfFile('scan') }), /^scan train: \d+ samples at step \d+/);
+  assert.equal(describeScanReply('val', { ok: true, data: replyOfFile('scan', 'scan-cancelled') }), 'scan val: cancelled');
+  const map = dataMapCloud(replyOfFile('data_map'));
+  assert.equal(map.points.x.length, replyOfFile('data_map').index.length);
+  assert.ok(Number.isNaN(map.points.y[1]), 'a null confidence is NaN');
+  assert.equal(explorerCloud(replyOfFile('explorer')).method, 'pca');
+  assert.match(histogramCaption(replyOfFile('histogram')), /without a loss/);
+  assert.equal(historyPoints(replyOfFile('history')).values[1], null);
+  const lineage = replyOfFile('lineage');
+  assert.ok(lineage.nodes.some((n) => n.run === lineage.active), 'the active node is one of the nodes');
 });

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ScanProgress } from '../../src/protocol.gen';
+import type { HistogramReply, ScanProgress, SelectReply } from '../../src/protocol.gen';
 import { boxFromDrag, dataMapCaption, parseFraction } from '../../src/webview/panels/dataMap';
 import { explorerCaption } from '../../src/webview/panels/explorer';
 import { describeSelection, histogramCaption } from '../../src/webview/panels/lossHistogram';
 import { describeExport, nextSorting, pageLabel } from '../../src/webview/panels/sampleTable';
 import { isLive, needsRefresh } from '../../src/webview/panels/samples';
 import { describeScan, describeScanReply } from '../../src/webview/panels/scanBar';
-import { parseDataMap, parseExplorer, parseHistogram } from '../../src/webview/sampleReplies';
+import { dataMapCloud, explorerCloud } from '../../src/webview/sampleData';
 
 const progress = (state: ScanProgress['state'], done: number, total: number | null): ScanProgress => ({
   type: 'scan_progress', v: 1, session: 's', run: 'r', seq: 1, time: 0, split: 'val', state, done, total, elapsed: 1.5,
@@ -22,17 +22,19 @@ test('scan progress reads as one line per state', () => {
 });
 
 test('a scan reply says how many samples at which step, or that it was cancelled or failed', () => {
-  const done = { ok: true as const, data: { split: 'train', step: 12, size: 8192, samples_per_s: 4000.4, loss_mean: 0.5, cancelled: false } };
+  const reply = { split: 'train', source: 'scan', step: 12, size: 8192, duration: 2, samples_per_s: 4000.4, loss_mean: 0.5, loss_min: 0, loss_max: 3, cancelled: false } as const;
+  const done = { ok: true as const, data: reply };
   assert.equal(describeScanReply('train', done), 'scan train: 8192 samples at step 12, 4000 samples/s, mean loss 0.5');
   assert.equal(describeScanReply('train', { ok: true, data: { split: 'train', cancelled: true } }), 'scan train: cancelled');
   assert.equal(describeScanReply('val', { ok: false, code: 'busy', message: 'a scan is running' }), 'scan val failed: a scan is running (busy)');
 });
 
 test('the histogram caption names split, source, step and what falls outside', () => {
-  const hist = parseHistogram({ split: 'train', source: 'training', step: 7, edges: [0, 1, 2], counts: [3, 1], total: 10, below: 2, above: 1, missing: 3, min: 0, max: 2, mean: 0.75 });
+  const hist: HistogramReply = { split: 'train', source: 'training', step: 7, edges: [0, 1, 2], counts: [3, 1], total: 10, below: 2, above: 1, missing: 3, min: 0, max: 2, mean: 0.75 };
   assert.equal(histogramCaption(hist), 'train · training at step 7 · 10 samples · mean loss 0.75 · 3 outside the range · 3 without a loss');
-  assert.equal(describeSelection({ ok: true, data: { name: 'hard', size: 12, loss_min: 2, loss_max: 7.5 } }), 'selected hard: 12 samples, loss 2 – 7.5');
-  assert.equal(describeSelection({ ok: true, data: { name: 'train-hard', size: 0, loss_min: null, loss_max: null } }), 'selected train-hard: 0 samples');
+  const selected: SelectReply = { name: 'hard', split: 'train', source: 'training', step: 7, criterion: { kind: 'top', k: 12 }, size: 12, created: 1, loss_mean: 4, loss_min: 2, loss_max: 7.5, preview: [] };
+  assert.equal(describeSelection({ ok: true, data: selected }), 'selected hard: 12 samples, loss 2 – 7.5');
+  assert.equal(describeSelection({ ok: true, data: { ...selected, name: 'train-hard', size: 0, loss_min: null, loss_max: null } }), 'selected train-hard: 0 samples');
   assert.equal(describeSelection({ ok: false, code: 'invalid_state', message: 'never scanned' }), 'select failed: never scanned (invalid_state)');
 });
 
@@ -55,9 +57,9 @@ test('a box dragged on the data map becomes confidence and variability bounds', 
 });
 
 test('scatter captions say when the points are a subsample', () => {
-  const map = parseDataMap({ split: 'train', source: 'training', step: 5, total: 3, index: [0, 1], confidence: [1, 1], variability: [0, 0], correct: [1, 1] });
+  const map = dataMapCloud({ split: 'train', source: 'training', step: 5, total: 3, index: [0, 1], confidence: [1, 1], variability: [0, 0], correct: [1, 1], loss: [0.5, 1] });
   assert.equal(dataMapCaption(map), '2 of 3 samples · training statistics at step 5');
-  const explorer = parseExplorer({ split: 'val', source: 'scan', step: 5, total: 2, method: 'umap', index: [0, 1], x: [0, 1], y: [0, 1], loss: [1, 2] });
+  const explorer = explorerCloud({ split: 'val', source: 'scan', step: 5, total: 2, method: 'umap', index: [0, 1], x: [0, 1], y: [0, 1], loss: [1, 2] });
   assert.equal(explorerCaption(explorer), '2 samples of val · umap of the scan at step 5');
 });
 
@@ -70,7 +72,7 @@ test('clicking a column header sorts by it descending, again reverses', () => {
 });
 
 test('an export shows the written path or the error', () => {
-  assert.equal(describeExport({ ok: true, data: { path: '/tmp/hard.csv', rows: 10, bytes: 2048, format: 'csv' } }), 'export: /tmp/hard.csv (10 rows, 2.0 KiB)');
+  assert.equal(describeExport({ ok: true, data: { name: 'hard', path: '/tmp/hard.csv', rows: 10, bytes: 2048, format: 'csv' } }), 'export: /tmp/hard.csv (10 rows, 2.0 KiB)');
   assert.equal(describeExport({ ok: false, code: 'unsupported', message: 'folder does not exist' }), 'export failed: folder does not exist (unsupported)');
 });
 

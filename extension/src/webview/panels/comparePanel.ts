@@ -6,14 +6,15 @@
  */
 import type { CommandBody, Outcome } from '../../common/messages';
 import { formatNumber, h } from '../dom';
-import { bestLoss, parseCompare, type CompareTable } from '../forkReplies';
-import { RunReplies } from './runReplies';
+import type { CompareReply } from '../../protocol.gen';
+import { bestLoss } from '../forkText';
+import { KeptReplies } from './keptReplies';
 
 export interface CompareHooks {
   send(runKey: string, command: CommandBody): Promise<Outcome>;
 }
 
-export function compareCaption(table: CompareTable): string {
+export function compareCaption(table: CompareReply): string {
   return `${table.rows.length} models at step ${table.step} · ${table.duration.toFixed(1)} s`;
 }
 
@@ -23,12 +24,12 @@ export class ComparePanel {
   private readonly caption = h('span', { class: 'muted readout', 'data-testid': 'compare-caption' });
   private readonly body = h('div', { class: 'table-scroll' });
   private readonly ack = h('output', { class: 'ack', 'data-testid': 'compare-ack', 'aria-live': 'polite' });
-  private readonly replies = new RunReplies<CompareTable>({
+  private readonly replies = new KeptReplies({
+    command: 'compare',
     caption: this.caption,
     body: this.body,
     ack: this.ack,
     empty: 'Compare evaluates the model and its forks on each slice and the validation set.',
-    parse: parseCompare,
     describe: compareCaption,
     draw: compareTable,
   });
@@ -50,7 +51,7 @@ export class ComparePanel {
 }
 
 /** One row per model, a loss and an accuracy column per target; the lowest loss marked. */
-function compareTable(table: CompareTable): HTMLElement {
+function compareTable(table: CompareReply): HTMLElement {
   const best = bestLoss(table);
   const top = h(
     'tr',

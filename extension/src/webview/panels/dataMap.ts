@@ -15,7 +15,8 @@ import type { CommandBody } from '../../common/messages';
 import { formatNumber, h } from '../dom';
 import { PALETTE } from '../palette';
 import { PreviewCache, previewElement } from '../samplePreview';
-import { parseDataMap, parseRows, readReply, selectionName, type PointCloud } from '../sampleReplies';
+import { replyOf } from '../../common/replies';
+import { dataMapCloud, selectionName, type PointCloud } from '../sampleData';
 import { cssRgb, MARGIN, ramp, type Extent } from '../scatter';
 import { ScatterView } from '../scatterView';
 import { AckLines, type Send } from './controls';
@@ -196,11 +197,9 @@ export class DataMapPanel {
   /** Highlight the samples of selection `name` (its first MAX_PICKED by index). */
   private async pick(name: string): Promise<void> {
     const key = this.runKey;
-    const outcome = await this.hooks.send({ type: 'selection_rows', name, offset: 0, limit: MAX_PICKED, sort: 'index', descending: false });
+    const outcome = replyOf('selection_rows', await this.hooks.send({ type: 'selection_rows', name, offset: 0, limit: MAX_PICKED, sort: 'index', descending: false }));
     if (key !== this.runKey || !outcome.ok) return;
-    const read = readReply(parseRows, outcome.data);
-    if ('error' in read) return;
-    this.view.highlight(new Set(read.value.rows.map((r) => r.index).filter((i): i is number => i !== null)));
+    this.view.highlight(new Set(outcome.data.rows.map((r) => r.index)));
   }
 
   /** The tooltip of point `i`: its numbers, then the sample (fetched on first hover). */
@@ -216,12 +215,12 @@ export class DataMapPanel {
   refresh(): void {
     if (!this.runKey || !this.live) return;
     const ticket = ++this.ticket;
-    void this.hooks.send({ type: 'data_map', split: 'train', max_points: DATA_MAP_POINTS }).then((outcome) => {
+    void this.hooks.send({ type: 'data_map', split: 'train', max_points: DATA_MAP_POINTS }).then((raw) => {
       if (ticket !== this.ticket) return;
+      const outcome = replyOf('data_map', raw);
       if (!outcome.ok) return this.view.set(null, `No data map yet: ${outcome.message}`);
-      const read = readReply(parseDataMap, outcome.data);
-      if ('error' in read) this.view.set(null, read.error);
-      else this.view.set(read.value, dataMapCaption(read.value));
+      const cloud = dataMapCloud(outcome.data);
+      this.view.set(cloud, dataMapCaption(cloud));
     });
   }
 
@@ -236,11 +235,12 @@ export class DataMapPanel {
 
   private send(name: string, command: CommandBody): void {
     const key = this.runKey;
-    void this.acks.track(key, `select ${name}`, this.hooks.send(command)).then((outcome) => {
+    void this.acks.track(key, `select ${name}`, this.hooks.send(command)).then((raw) => {
+      const outcome = replyOf('select', raw);
       this.acks.set(key, describeSelection(outcome), outcome.ok ? 'ok' : 'error');
       if (!outcome.ok || key !== this.runKey) return;
-      const made = String(outcome.data.name ?? name);
-      this.made = { name: made, size: Number(outcome.data.size ?? 0) };
+      const made = outcome.data.name;
+      this.made = { name: made, size: outcome.data.size };
       this.forkButton.disabled = !this.live;
       this.hooks.selected(key, made);
       void this.pick(made);

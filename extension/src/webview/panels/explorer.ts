@@ -8,7 +8,8 @@
 import { formatNumber, h } from '../dom';
 import { PALETTE } from '../palette';
 import { PreviewCache, previewElement } from '../samplePreview';
-import { parseExplorer, readReply, type PointCloud, type SampleSplit } from '../sampleReplies';
+import { replyOf } from '../../common/replies';
+import { explorerCloud, type PointCloud, type SampleSplit } from '../sampleData';
 import { cssRgb, quantile, ramp } from '../scatter';
 import { ScatterView } from '../scatterView';
 import { AckLines, type Send } from './controls';
@@ -77,13 +78,13 @@ export class ExplorerPanel {
     const key = this.runKey;
     const ticket = ++this.ticket;
     const command = { type: 'explorer', split: this.split, method: this.method.value as 'auto' | 'umap' | 'pca', max_points: DATA_MAP_POINTS } as const;
-    void this.acks.track(key, `project ${this.split}`, this.send(command)).then((outcome) => {
+    void this.acks.track(key, `project ${this.split}`, this.send(command)).then((raw) => {
+      const outcome = replyOf('explorer', raw);
       if (!outcome.ok || ticket !== this.ticket) return;
       this.acks.set(key, '', 'ok');
-      const read = readReply(parseExplorer, outcome.data);
-      this.projected = !('error' in read);
-      if ('error' in read) this.view.set(null, read.error);
-      else this.view.set(read.value, explorerCaption(read.value));
+      this.projected = true;
+      const cloud = explorerCloud(outcome.data);
+      this.view.set(cloud, explorerCaption(cloud));
     });
   }
 

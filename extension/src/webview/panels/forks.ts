@@ -9,8 +9,9 @@ import type { CommandBody, Outcome } from '../../common/messages';
 import type { Pill, RunView } from '../../common/state';
 import type { ForkProgress } from '../../protocol.gen';
 import { h } from '../dom';
-import { describeCancel, describeFork, describeForkProgress, parseLineage, type LineageView } from '../forkReplies';
-import { readReply } from '../sampleReplies';
+import { replyOf } from '../../common/replies';
+import type { LineageView } from '../../protocol.gen';
+import { describeCancel, describeFork, describeForkProgress } from '../forkText';
 import { ComparePanel } from './comparePanel';
 import { AckLines } from './controls';
 import { ForkDialog, type ForkTarget } from './forkDialog';
@@ -112,26 +113,25 @@ export class ForksSection {
 
   private fetchLineage(key: string): void {
     if (!key || !isLive(this.view.pill)) return;
-    void this.hooks.send(key, { type: 'lineage' }).then((outcome) => {
+    void this.hooks.send(key, { type: 'lineage' }).then((raw) => {
+      const outcome = replyOf('lineage', raw);
       if (!outcome.ok) return;
-      const read = readReply(parseLineage, outcome.data);
-      if ('error' in read) return;
-      this.fetched.set(key, read.value);
+      this.fetched.set(key, outcome.data);
       if (key === this.view.key) this.render(this.view);
     });
   }
 
   private async fork(key: string, command: CommandBody): Promise<void> {
     const label = 'selection' in command ? `fork on ${String(command.selection)}` : 'fork';
-    const outcome = await this.acks.track(key, label, this.send(key, command));
+    const outcome = replyOf('fork', await this.acks.track(key, label, this.send(key, command)));
     this.acks.set(key, describeFork(outcome), outcome.ok && outcome.data.status === 'done' ? 'ok' : 'error');
   }
 
   private async cancel(): Promise<void> {
     const key = this.view.key;
-    const outcome = await this.hooks.send(key, { type: 'cancel' });
+    const outcome = replyOf('cancel', await this.hooks.send(key, { type: 'cancel' }));
     // The stopped command's own answer follows and replaces this line (unless it came first).
-    const stopped = outcome.ok && outcome.data.cancelled === true;
+    const stopped = outcome.ok && outcome.data.cancelled;
     if (!stopped || this.pending.get(key)) this.acks.set(key, describeCancel(outcome), outcome.ok ? 'pending' : 'error');
   }
 

@@ -6,9 +6,8 @@
  * click a node (or Enter on it) to show its run in the picker and the charts: the run its
  * training metrics are in (a fork's own run; for a merge, the main run it continues in).
  */
-import type { LineageNode } from '../../protocol.gen';
+import type { LineageNode, LineageView } from '../../protocol.gen';
 import { fill, formatNumber, h, svg } from '../dom';
-import type { LineageView } from '../forkReplies';
 import { layoutLineage, type Box, type Layout, type PlacedNode } from '../lineageLayout';
 import { fitView, panBy, viewBoxText, zoomAt, type Size } from '../viewBox';
 

@@ -6,10 +6,11 @@
  * narrows the range to the last region (finer bins), Reset widens it again; Log scales the
  * counts.
  */
-import type { Outcome } from '../../common/messages';
 import { formatNumber, h } from '../dom';
 import { binAt, binsForWidth, dragRange, drawCountAxis, drawHistogram, type LossRange } from '../histogram';
-import { parseHistogram, readReply, selectionName, type HistogramData, type SampleSplit } from '../sampleReplies';
+import { replyOf, type OutcomeOf } from '../../common/replies';
+import type { HistogramReply } from '../../protocol.gen';
+import { selectionName, type SampleSplit } from '../sampleData';
 import { SPLIT_COLORS } from '../palette';
 import { fitCanvas } from '../scatter';
 import { AckLines, type Send } from './controls';
@@ -26,11 +27,11 @@ export interface HistogramHooks {
 }
 
 /** What a `select` reply says, e.g. `selected hard: 120 samples, loss 2.1 – 7.5`. */
-export function describeSelection(outcome: Outcome): string {
+export function describeSelection(outcome: OutcomeOf<'select'>): string {
   if (!outcome.ok) return `select failed: ${outcome.message} (${outcome.code})`;
-  const d = outcome.data as Record<string, number | string | null>;
-  const head = `selected ${String(d.name)}: ${String(d.size)} samples`;
-  if (typeof d.loss_min !== 'number' || typeof d.loss_max !== 'number') return head;
+  const d = outcome.data;
+  const head = `selected ${d.name}: ${d.size} samples`;
+  if (d.loss_min === null || d.loss_max === null) return head;
   return `${head}, loss ${formatNumber(d.loss_min)} – ${formatNumber(d.loss_max)}`;
 }
 
@@ -40,7 +41,7 @@ export const NO_LOSSES_HINT =
   '(onthefly.Trainer(loss_fn=…), or OnTheFly(loss_fn=…) with Lightning; see docs/per-sample.md). ' +
   'Scan evaluates a whole split (train, val or test) with the current model now.';
 
-export function histogramCaption(hist: HistogramData): string {
+export function histogramCaption(hist: HistogramReply): string {
   const outside = hist.below + hist.above;
   return [
     `${hist.split} · ${hist.source} at step ${hist.step}`,
@@ -69,7 +70,7 @@ export class LossHistogramPanel {
   private made: { name: string; size: number } | null = null;
   private readonly ack = h('output', { class: 'ack', 'data-testid': 'histogram-ack', 'aria-live': 'polite' });
   private readonly acks = new AckLines(this.ack);
-  private hist: HistogramData | null = null;
+  private hist: HistogramReply | null = null;
   private zoom: { lo: number; hi: number } | null = null;
   private chosen: LossRange | null = null;
   private dragFrom: number | null = null;
@@ -138,11 +139,11 @@ export class LossHistogramPanel {
     const ticket = ++this.ticket;
     const range = this.zoom ? { min: this.zoom.lo, max: this.zoom.hi } : {};
     const bins = binsForWidth(this.canvas.clientWidth);
-    void this.hooks.send({ type: 'histogram', split: this.split, bins, ...range }).then((outcome) => {
+    void this.hooks.send({ type: 'histogram', split: this.split, bins, ...range }).then((raw) => {
       if (ticket !== this.ticket) return;
-      const read = outcome.ok ? readReply(parseHistogram, outcome.data) : { error: `No ${this.split} losses yet: ${outcome.message}. ${NO_LOSSES_HINT}` };
-      this.hist = 'error' in read ? null : read.value;
-      this.caption.textContent = 'error' in read ? read.error : histogramCaption(read.value);
+      const outcome = replyOf('histogram', raw);
+      this.hist = outcome.ok ? outcome.data : null;
+      this.caption.textContent = outcome.ok ? histogramCaption(outcome.data) : `No ${this.split} losses yet: ${outcome.message}. ${NO_LOSSES_HINT}`;
       this.draw();
     });
   }
@@ -225,11 +226,12 @@ export class LossHistogramPanel {
     const key = this.runKey;
     const name = selectionName(this.split, 'loss', range.lo, range.hi);
     const command = { type: 'select', split: this.split, name, loss_min: range.lo, loss_max: range.hi } as const;
-    void this.acks.track(key, `select ${name}`, this.hooks.send(command)).then((outcome) => {
+    void this.acks.track(key, `select ${name}`, this.hooks.send(command)).then((raw) => {
+      const outcome = replyOf('select', raw);
       this.acks.set(key, describeSelection(outcome), outcome.ok ? 'ok' : 'error');
       if (!outcome.ok || key !== this.runKey) return;
-      const made = String(outcome.data.name ?? name);
-      this.made = this.split === 'train' ? { name: made, size: Number(outcome.data.size ?? 0) } : null;
+      const made = outcome.data.name;
+      this.made = this.split === 'train' ? { name: made, size: outcome.data.size } : null;
       this.updateButtons();
       this.hooks.selected(key, made);
     });

@@ -5,10 +5,10 @@
  * a `CommandDialog`).
  */
 import type { CommandBody } from '../../common/messages';
-import type { LineageNode } from '../../protocol.gen';
+import type { LineageView, LineageNode } from '../../protocol.gen';
 import { fill, h } from '../dom';
 import { MERGE_METHODS, mergeCommand, type MergeForm, type MergeMethod } from '../forkForms';
-import { mergeableForks, type LineageView } from '../forkReplies';
+import { mergeableForks } from '../forkText';
 import { CommandDialog } from './commandDialog';
 
 const METHOD_HELP: Record<MergeMethod, string> = {

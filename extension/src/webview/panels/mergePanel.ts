@@ -6,9 +6,11 @@
  */
 import type { CommandBody, Outcome } from '../../common/messages';
 import { formatNumber, h } from '../dom';
-import { canDiscard, describeDiscard, mergeCaption, parseMerge, reportRows, type LineageView, type MergeReport } from '../forkReplies';
+import { replyOf } from '../../common/replies';
+import type { LineageView, MergeReply } from '../../protocol.gen';
+import { canDiscard, describeDiscard, mergeCaption, reportRows } from '../forkText';
 import { MergeDialog } from './mergeDialog';
-import { RunReplies } from './runReplies';
+import { KeptReplies } from './keptReplies';
 
 export interface MergeHooks {
   /** Send `command` to run `runKey`, tracked as busy (Cancel stops it). */
@@ -29,12 +31,12 @@ export class MergePanel {
   private readonly caption = h('p', { class: 'muted plot-caption', 'data-testid': 'merge-caption' });
   private readonly body = h('div', { class: 'table-scroll' });
   private readonly ack = h('output', { class: 'ack', 'data-testid': 'merge-ack', 'aria-live': 'polite' });
-  private readonly replies = new RunReplies<MergeReport>({
+  private readonly replies = new KeptReplies({
+    command: 'merge',
     caption: this.caption,
     body: this.body,
     ack: this.ack,
     empty: 'No merge yet: fork on a slice, then Merge… its fork into the run.',
-    parse: parseMerge,
     describe: mergeCaption,
     draw: reportTable,
   });
@@ -72,12 +74,12 @@ export class MergePanel {
   private async discard(): Promise<void> {
     const key = this.replies.key;
     const outcome = await this.replies.acks.track(key, 'discard', this.hooks.send(key, { type: 'discard_merge' }));
-    this.replies.acks.set(key, describeDiscard(outcome), outcome.ok ? 'ok' : 'error');
+    this.replies.acks.set(key, describeDiscard(replyOf('discard_merge', outcome)), outcome.ok ? 'ok' : 'error');
   }
 }
 
 /** Per target: samples, loss before and after, the change (marked), accuracy before and after. */
-function reportTable(report: MergeReport): HTMLElement {
+function reportTable(report: MergeReply): HTMLElement {
   const rows = reportRows(report).map((row) =>
     h(
       'tr',

@@ -9,6 +9,7 @@
 import type { Points } from '../../common/decimate';
 import { chartGroups, parseSeriesKey, type Split } from '../../common/series';
 import type { RunView } from '../../common/state';
+import type { HistoryReply } from '../../protocol.gen';
 import { axisFor, type XAxis } from '../axis';
 import { MetricChart, type ChartSeries, type FetchHistory, type Marker } from '../charts';
 import { fill, h } from '../dom';
@@ -42,13 +43,9 @@ export interface MetricsHooks {
   changeOptions(options: Partial<ChartOptions>): void;
 }
 
-/** The series of a `history` reply (`{run, split, metric, series: {steps, values, decimated}}`). */
-export function historyPoints(data: Record<string, unknown>): Points | null {
-  const series = data.series;
-  if (typeof series !== 'object' || series === null) return null;
-  const { steps, values } = series as { steps?: unknown; values?: unknown };
-  if (!Array.isArray(steps) || !Array.isArray(values) || steps.length !== values.length) return null;
-  return { steps: steps as number[], values: values as (number | null)[] };
+/** The points of a `history` reply's series. */
+export function historyPoints(reply: HistoryReply): Points {
+  return { steps: reply.series.steps, values: reply.series.values };
 }
 
 const BUILT_IN = /^(lr|grad_norm)(\/|$)/;

@@ -7,9 +7,10 @@
  * editor's dialog, in a browser into the folder typed in the field. Fork… trains a copy of
  * the model on a train selection.
  */
-import type { Outcome } from '../../common/messages';
+import { replyOf, type OutcomeOf } from '../../common/replies';
+import type { RowsReply, SelectionSummary } from '../../protocol.gen';
 import { fill, formatBytes, formatNumber, h } from '../dom';
-import { parseRows, parseSelections, readReply, type RowColumn, type RowsPage, type SelectionSummary } from '../sampleReplies';
+import type { RowColumn } from '../sampleData';
 import { confirmReplace, refusedAsExisting } from '../overwrite';
 import { PreviewCache, previewElement } from '../samplePreview';
 import { AckLines, type Send } from './controls';
@@ -42,15 +43,15 @@ export function nextSorting(current: Sorting, column: RowColumn): Sorting {
 }
 
 /** `rows 51–100 of 240` */
-export function pageLabel(page: Pick<RowsPage, 'offset' | 'total' | 'rows'>): string {
+export function pageLabel(page: Pick<RowsReply, 'offset' | 'total' | 'rows'>): string {
   if (page.total === 0) return 'no rows';
   return `rows ${page.offset + 1}–${page.offset + page.rows.length} of ${page.total}`;
 }
 
-export function describeExport(outcome: Outcome): string {
+export function describeExport(outcome: OutcomeOf<'export_selection'>): string {
   if (!outcome.ok) return `export failed: ${outcome.message} (${outcome.code})`;
   const d = outcome.data;
-  return `export: ${String(d.path)} (${String(d.rows)} rows, ${formatBytes(Number(d.bytes))})`;
+  return `export: ${d.path} (${d.rows} rows, ${formatBytes(d.bytes)})`;
 }
 
 function cell(column: RowColumn, value: number | null): string {
@@ -72,7 +73,7 @@ export class SampleTable {
   private readonly ack = h('output', { class: 'ack', 'data-testid': 'export-ack', 'aria-live': 'polite' });
   private readonly acks = new AckLines(this.ack);
   private selections: SelectionSummary[] = [];
-  private page: RowsPage | null = null;
+  private page: RowsReply | null = null;
   private sorting: Sorting = { sort: 'loss', descending: true };
   private offset = 0;
   /** The selection the table shows (kept when the list is fetched again). */
@@ -122,10 +123,9 @@ export class SampleTable {
   async listSelections(name: string | null): Promise<void> {
     if (!this.runKey || !this.live) return;
     const key = this.runKey;
-    const outcome = await this.hooks.send({ type: 'selections' });
+    const outcome = replyOf('selections', await this.hooks.send({ type: 'selections' }));
     if (key !== this.runKey || !outcome.ok) return;
-    const read = readReply(parseSelections, outcome.data);
-    this.selections = 'error' in read ? [] : read.value;
+    this.selections = outcome.data.selections;
     fill(this.chooser, ...this.selections.map((s) => h('option', { value: s.name }, `${s.name} (${s.size}, ${s.split})`)));
     const current = this.selections.some((s) => s.name === this.shown) ? this.shown : null;
     const chosen = name ?? current ?? this.selections.at(-1)?.name ?? '';
@@ -144,12 +144,12 @@ export class SampleTable {
     if (!name) return;
     const ticket = ++this.ticket;
     const { sort, descending } = this.sorting;
-    void this.hooks.send({ type: 'selection_rows', name, offset, limit: PAGE_ROWS, sort, descending }).then((outcome) => {
+    void this.hooks.send({ type: 'selection_rows', name, offset, limit: PAGE_ROWS, sort, descending }).then((raw) => {
       if (ticket !== this.ticket) return;
-      const read = outcome.ok ? readReply(parseRows, outcome.data) : { error: outcome.message };
-      this.page = 'error' in read ? null : read.value;
-      if ('error' in read) this.pageText.textContent = `cannot read ${name}: ${read.error}`;
-      else this.offset = read.value.offset;
+      const outcome = replyOf('selection_rows', raw);
+      this.page = outcome.ok ? outcome.data : null;
+      if (!outcome.ok) this.pageText.textContent = `cannot read ${name}: ${outcome.message}`;
+      else this.offset = outcome.data.offset;
       this.showRows();
     });
   }
@@ -230,6 +230,6 @@ export class SampleTable {
     if (refusedAsExisting(outcome) && (await confirmReplace(this.ack, `${name}.${format} in ${directory}`))) {
       outcome = await this.acks.track(key, 'export', this.hooks.send({ ...command, overwrite: true }));
     }
-    this.acks.set(key, describeExport(outcome), outcome.ok ? 'ok' : 'error');
+    this.acks.set(key, describeExport(replyOf('export_selection', outcome)), outcome.ok ? 'ok' : 'error');
   }
 }

@@ -3,11 +3,11 @@
  * every sample of the split with the current model (at the next batch boundary), its
  * progress comes from the run's `scan_progress` events, Cancel stops it.
  */
-import type { Outcome } from '../../common/messages';
+import { isCancelled, replyOf, type OutcomeOf } from '../../common/replies';
 import type { RunView } from '../../common/state';
 import type { ScanProgress } from '../../protocol.gen';
 import { formatNumber, h } from '../dom';
-import type { SampleSplit } from '../sampleReplies';
+import type { SampleSplit } from '../sampleData';
 import { AckLines, type Send } from './controls';
 
 export const SPLITS: SampleSplit[] = ['train', 'val', 'test'];
@@ -29,12 +29,12 @@ export function describeScan(progress: ScanProgress | undefined): string {
 }
 
 /** What a `scan` reply says. */
-export function describeScanReply(split: string, outcome: Outcome): string {
+export function describeScanReply(split: string, outcome: OutcomeOf<'scan'>): string {
   if (!outcome.ok) return `scan ${split} failed: ${outcome.message} (${outcome.code})`;
   const d = outcome.data;
-  if (d.cancelled === true) return `scan ${split}: cancelled`;
-  const rate = typeof d.samples_per_s === 'number' ? `, ${Math.round(d.samples_per_s)} samples/s` : '';
-  return `scan ${split}: ${String(d.size)} samples at step ${String(d.step)}${rate}, mean loss ${formatNumber(d.loss_mean as number)}`;
+  if (isCancelled(d)) return `scan ${split}: cancelled`;
+  const rate = d.samples_per_s !== null ? `, ${Math.round(d.samples_per_s)} samples/s` : '';
+  return `scan ${split}: ${d.size} samples at step ${d.step}${rate}, mean loss ${formatNumber(d.loss_mean)}`;
 }
 
 export interface ScanHooks {
@@ -85,9 +85,10 @@ export class ScanBar {
     const key = this.runKey;
     const split = this.split;
     this.acks.set(key, `scan ${split}…`, 'pending');
-    void this.hooks.send({ type: 'scan', split }).then((outcome) => {
+    void this.hooks.send({ type: 'scan', split }).then((raw) => {
+      const outcome = replyOf('scan', raw);
       this.acks.set(key, describeScanReply(split, outcome), outcome.ok ? 'ok' : 'error');
-      if (outcome.ok && outcome.data.cancelled !== true) this.hooks.scanned(key, split);
+      if (outcome.ok && !isCancelled(outcome.data)) this.hooks.scanned(key, split);
     });
   }
 }

@@ -11,26 +11,8 @@ import type { Pill } from '../../common/state';
 import { fill, formatBytes, h } from '../dom';
 import { confirmReplace, refusedAsExisting } from '../overwrite';
 import { clock } from './logs';
+import { replyOf } from '../../common/replies';
 import { AckLines } from './controls';
-
-export interface Checkpoint {
-  id: string;
-  step: number;
-  epoch: number;
-  reason: string;
-  time: number;
-  size: number;
-}
-
-/** The entries of a `checkpoints` reply; malformed ones are skipped. */
-export function parseCheckpoints(data: Record<string, unknown>): Checkpoint[] {
-  const list = data.checkpoints;
-  if (!Array.isArray(list)) return [];
-  return list.filter(
-    (c): c is Checkpoint =>
-      typeof c === 'object' && c !== null && typeof c.id === 'string' && Number.isInteger(c.step) && typeof c.reason === 'string',
-  );
-}
 
 /** A file name for an export of run `name` at `step`: `cnn-step1200.otf`. */
 export function suggestedName(name: string, step: number): string {
@@ -125,8 +107,10 @@ export class SessionsPanel {
 
   private command(command: CommandBody, label: string): Promise<Outcome> {
     return this.acks.track(this.runKey, label, this.hooks.send(command)).then((outcome) => {
-      if (outcome.ok && typeof outcome.data.path === 'string') {
-        this.acks.set(this.runKey, `${label}: ${outcome.data.path} (${formatBytes(Number(outcome.data.size))}) at step ${String(outcome.data.step)}`, 'ok');
+      // An export's reply names the written file (other commands' ack lines say where the run is).
+      const written = command.type === 'export' ? replyOf('export', outcome) : null;
+      if (written?.ok && written.data.path) {
+        this.acks.set(this.runKey, `${label}: ${written.data.path} (${formatBytes(written.data.size ?? 0)}) at step ${String(written.data.step)}`, 'ok');
       }
       return outcome;
     });
@@ -134,13 +118,13 @@ export class SessionsPanel {
 
   private async refresh(): Promise<void> {
     const key = this.runKey;
-    const outcome = await this.hooks.send({ type: 'checkpoints' });
+    const outcome = replyOf('checkpoints', await this.hooks.send({ type: 'checkpoints' }));
     if (key !== this.runKey) return;
     if (!outcome.ok) {
       fill(this.list, h('p', { class: 'muted' }, `cannot list checkpoints: ${outcome.message}`));
       return;
     }
-    const entries = parseCheckpoints(outcome.data);
+    const entries = outcome.data.checkpoints;
     const signature = JSON.stringify(entries);
     if (signature === this.listed) return;
     this.listed = signature;
