@@ -30,7 +30,16 @@ def main(argv: list[str]) -> int:
         ours = os.tcgetpgrp(tty)
         # A background group that changes the terminal's foreground gets SIGTTOU: ignored here.
         signal.signal(signal.SIGTTOU, signal.SIG_IGN)
-        child = subprocess.Popen(argv, process_group=0)
+
+        def take_the_terminal() -> None:
+            # In the child, before the command starts (as a shell does in both processes): a
+            # Ctrl+C typed as soon as the command runs must already reach its group alone.
+            # (This script has no threads, so code between fork and exec is safe here.)
+            with contextlib.suppress(OSError):
+                os.tcsetpgrp(tty, os.getpgrp())
+            signal.signal(signal.SIGTTOU, signal.SIG_DFL)  # the command gets the default
+
+        child = subprocess.Popen(argv, process_group=0, preexec_fn=take_the_terminal)
         with contextlib.suppress(OSError):
             os.tcsetpgrp(tty, child.pid)
         try:
