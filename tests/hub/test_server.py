@@ -69,8 +69,9 @@ def test_a_live_run_is_listed_mirrored_and_commanded_through_the_hub(hub: Hub) -
         assert (listed["project"], listed["run"], listed["live"]) == ("mnist", "baseline", True)
         assert "token" not in listed and listed["path"] == f"/ws/{listed['key']}"
         # The hub relays: it alone never keeps a run open at its end (keep_alive).
-        eventually(lambda: training.server._broker.clients == 1)
-        assert not training.server.has_clients()
+        # Once its subscription (which says it relays) is in: connected, yet not watching.
+        server = training.server
+        eventually(lambda: server._broker.clients == 1 and not server.has_clients())
         with tab(hub, listed["key"]) as socket:
             assert json.loads(socket.recv(timeout=10))["type"] == "hello"
             socket.send(json.dumps({"type": "subscribe", "id": "s"}))
