@@ -153,7 +153,13 @@ def test_capture_cost_per_path(benchmark: Any, work: Workload, path: str) -> Non
     )
 
 
-def test_training_thread_time_per_batch(benchmark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+MLPS = [work for work in WORKLOADS if "mlp" in work.name]
+
+
+@pytest.mark.parametrize("work", MLPS, ids=[w.name for w in MLPS])
+def test_training_thread_time_per_batch(
+    benchmark: Any, monkeypatch: pytest.MonkeyPatch, work: Workload
+) -> None:
     """Seconds the tracker's hooks and the capture take per batch, timed around the calls.
 
     Of which the floor: the one loss evaluation with ``reduction="none"`` that a per-sample
@@ -182,7 +188,6 @@ def test_training_thread_time_per_batch(benchmark: Any, monkeypatch: pytest.Monk
     ):
         monkeypatch.setattr(owner, name, timed(getattr(owner, name), "all"))
     monkeypatch.setattr(F, "cross_entropy", timed(F.cross_entropy, "unreduced"))
-    work = WORKLOADS[0]
 
     def run() -> dict[str, float]:
         spent.update(all=0.0, unreduced=0.0)

@@ -1,5 +1,6 @@
-"""The workloads every benchmark shares: an MLP 32-64-2 on 4096x32 features (batch 128) and
-a CNN of about 2M parameters on 3x32x32 inputs (batch 32)."""
+"""The workloads every benchmark shares: an MLP 32-64-2 on 4096x32 features (batch 128), a
+wider MLP 64-256-256-10 (batch 128: a step of 1-3 ms, where a fixed per-step cost still
+shows) and a CNN of about 2M parameters on 3x32x32 inputs (batch 32)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ def mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2))
 
 
+def wide_mlp() -> nn.Module:
+    return nn.Sequential(
+        nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
+    )
+
+
 def cnn() -> nn.Module:
     """About 2.0M parameters on 3x32x32 inputs."""
     return nn.Sequential(
@@ -41,6 +48,7 @@ def cnn() -> nn.Module:
 
 WORKLOADS = [
     Workload("mlp", mlp, (32,), 2, 4096, 128, 256),
+    Workload("wide-mlp", wide_mlp, (64,), 10, 8192, 128, 256),
     Workload("cnn", cnn, (3, 32, 32), 10, 512, 32, 40),
 ]
 
