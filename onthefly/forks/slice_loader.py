@@ -30,7 +30,6 @@ from torch.utils.data import (
     IterableDataset,
     RandomSampler,
     Sampler,
-    SequentialSampler,
     Subset,
 )
 
@@ -106,30 +105,23 @@ def subset_loader(
             f"the slice has {len(indices)} samples, fewer than one batch of {size} with "
             "drop_last=True; expected a smaller batch_size or a larger slice"
         )
-    dataset = Subset(loader.dataset, list(indices))
-    shuffled = _shuffles(order_of(loader)) if shuffle is None else shuffle
-    # One generator for the order and the workers' seeds, as DataLoader(shuffle=True) does.
-    generator = generator_copy(loader.generator)
-    workers = persistent_workers and loader.num_workers > 0
-    if drop_last is None and not drop:
-        order: Sampler[int] = (
-            RandomSampler(dataset, generator=generator) if shuffled else SequentialSampler(dataset)
-        )
-        return loader_like(
-            loader,
-            dataset=dataset,
-            batch_sampler=FoldedBatchSampler(order, size),
-            generator=generator,
-            persistent_workers=workers,
-        )
-    return loader_like(
+    sliced = loader_like(
         loader,
-        dataset=dataset,
+        dataset=Subset(loader.dataset, list(indices)),
         batch_size=size,
-        shuffle=shuffled,
+        shuffle=_shuffles(order_of(loader)) if shuffle is None else shuffle,
         drop_last=drop,
-        generator=generator,
-        persistent_workers=workers,
+        generator=generator_copy(loader.generator),
+        persistent_workers=persistent_workers and loader.num_workers > 0,
+    )
+    if drop_last is not None or drop:
+        return sliced
+    # Training: the same order (its sampler, its generator), a lone last sample folded in.
+    return loader_like(
+        sliced,
+        batch_sampler=FoldedBatchSampler(sliced.sampler, size),
+        generator=sliced.generator,
+        persistent_workers=sliced.persistent_workers,
     )
 
 
