@@ -37,6 +37,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from onthefly.dataloaders import forget_drawn, release_workers
 from onthefly.sessions import loader_rng, rng
+from onthefly.sessions.fetch_draws import FetchDraws
 from onthefly.sessions.rng import RngState
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class TrackedIterator(Iterator[Any]):
         replay: Iterable[tuple[RngState, Any]] = (),
         watch: Callable[[], bool] | None = None,
         loader: Any = None,
+        draws: FetchDraws | None = None,
     ) -> None:
         self.inner = inner
         self.start_rng = start_rng
@@ -118,6 +120,7 @@ class TrackedIterator(Iterator[Any]):
         self._replay: deque[tuple[RngState, Any]] = deque(replay)
         self.fetched = start_batch
         self._history: deque[tuple[int, RngState]] = deque(maxlen=PREFETCH_DEPTH)
+        self._draws = draws if draws is not None else FetchDraws()
 
     def __next__(self) -> Any:
         if self._replay:
@@ -125,13 +128,16 @@ class TrackedIterator(Iterator[Any]):
             self._history.append((self.fetched, state))
         else:
             if self._main_process and self._keeps_state():
-                self._history.append((self.fetched, self._capture()))
-            batch = next(self.inner)
+                self._history.append((self.fetched, self._draws.before(self.loader)))
+                batch = next(self.inner)
+                self._draws.after()
+            else:
+                batch = next(self.inner)
         self.fetched += 1
         return batch
 
     def _capture(self) -> RngState:
-        return loader_rng.capture(self.loader, cuda=False)
+        return loader_rng.capture(self.loader, cuda=False, python_numpy=self._draws.full)
 
     def _keeps_state(self) -> bool:
         trained = self.trained
@@ -187,6 +193,7 @@ class TrackedLoader:
         self.loader = loader
         self.iterator: TrackedIterator | None = None
         self.watch: Callable[[], bool] | None = None
+        self.draws = FetchDraws()
         self._resume: Resume | None = None
 
     @classmethod
@@ -202,11 +209,15 @@ class TrackedLoader:
     def __iter__(self) -> TrackedIterator:
         resume, self._resume = self._resume, None
         if resume is not None:
-            self.iterator = resume.open(self.loader)
+            self.iterator = resume.open(self.loader, self.draws)
         else:
             start = loader_rng.capture(self.loader)
             self.iterator = TrackedIterator(
-                iter(self.loader), start, in_main_process(self.loader), loader=self.loader
+                iter(self.loader),
+                start,
+                in_main_process(self.loader),
+                loader=self.loader,
+                draws=self.draws,
             )
         self.iterator.watch = self.watch
         return self.iterator
@@ -216,7 +227,7 @@ class TrackedLoader:
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names the wrapper lacks: sampler, dataset, batch_size, …
-        if name in ("loader", "iterator", "watch", "_resume"):
+        if name in ("loader", "iterator", "watch", "draws", "_resume"):
             raise AttributeError(name)
         return getattr(self.loader, name)
 
@@ -263,8 +274,9 @@ class Resume:
     position: DataPosition
     rng_after: RngState
 
-    def open(self, loader: Iterable[Any]) -> TrackedIterator:
-        """The iterator of ``loader`` positioned as saved (the RNG is left at ``rng_after``)."""
+    def open(self, loader: Iterable[Any], draws: FetchDraws | None = None) -> TrackedIterator:
+        """The iterator of ``loader`` positioned as saved (the RNG is left at ``rng_after``);
+        ``draws``: what the loader's fetches are known to draw (learned anew when ``None``)."""
         position = self.position
         if position.start_rng is not None:
             loader_rng.restore(loader, position.start_rng)
@@ -289,6 +301,7 @@ class Resume:
             start_batch=position.consumed,
             replay=replay,
             loader=loader,
+            draws=draws,
         )
 
 

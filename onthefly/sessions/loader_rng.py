@@ -113,14 +113,15 @@ def restore_own(loader: Any, state: dict[str, Any] | None) -> None:
             sampler.seed = int(seed)
 
 
-def capture(loader: Any, cuda: bool = True) -> RngState:
+def capture(loader: Any, cuda: bool = True, python_numpy: bool = True) -> RngState:
     """Every global generator's state plus ``loader``'s own (see :func:`own_state`).
 
     Args:
         loader: the loader (any object; one without generators adds nothing).
         cuda: include the CUDA generators (see :func:`onthefly.sessions.rng.capture`).
+        python_numpy: include Python's and NumPy's generators (see there).
     """
-    state = rng.capture(cuda=cuda)
+    state = rng.capture(cuda=cuda, python_numpy=python_numpy)
     own = own_state(loader)
     if own is not None:
         state[OWN] = own

@@ -99,7 +99,8 @@ def track(
         return
     if not raw or all(isinstance(loader, TrackedLoader) for loader in raw):
         return
-    run.replace_train_loaders([TrackedLoader.wrap(loader) for loader in raw])
+    wrapped = [TrackedLoader.wrap(loader) for loader in raw]
+    run.replace_train_loaders(wrapped)
     live = run.live_train_iterators()
     if isinstance(live, list) and len(live) == len(raw):
         live[:] = [
@@ -110,8 +111,9 @@ def track(
                 None if requested is None else requested.start_state(loader),
                 in_main_process(loader),
                 loader=loader,
+                draws=tracked.draws,
             )
-            for it, loader in zip(live, raw, strict=True)
+            for it, loader, tracked in zip(live, raw, wrapped, strict=True)
         ]
 
 

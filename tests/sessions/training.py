@@ -6,10 +6,12 @@ workers' seeds then come from it, not from the global generator).
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning.pytorch as pl
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -17,25 +19,36 @@ from torch.utils.data import DataLoader, Dataset
 import onthefly
 from onthefly.callbacks.onthefly import OnTheFly
 
+Noise = Literal["torch", "numpy", "python"]
+
 
 class Noisy(Dataset[tuple[torch.Tensor, torch.Tensor]]):
-    """Draws fresh noise from torch's global RNG on every read (like an augmentation)."""
+    """Draws fresh noise on every read (like an augmentation), from torch's global RNG or,
+    with ``noise``, from NumPy's or Python's."""
 
-    def __init__(self, n: int = 48) -> None:
+    def __init__(self, n: int = 48, noise: Noise = "torch") -> None:
         g = torch.Generator().manual_seed(0)
         self.x = torch.randn(n, 6, generator=g)
         self.y = (self.x.sum(1) > 0).long()
+        self.noise = noise
 
     def __len__(self) -> int:
         return len(self.x)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.x[i] + 0.1 * torch.randn(6), self.y[i]
+        if self.noise == "numpy":
+            drawn = torch.from_numpy(np.random.randn(6).astype(np.float32))
+        elif self.noise == "python":
+            drawn = torch.tensor([random.gauss(0.0, 1.0) for _ in range(6)])
+        else:
+            drawn = torch.randn(6)
+        return self.x[i] + 0.1 * drawn, self.y[i]
 
 
-def data(workers: int = 0, generator: bool = False) -> DataLoader[Any]:
+def data(workers: int = 0, generator: bool = False, noise: Noise = "torch") -> DataLoader[Any]:
     own = torch.Generator().manual_seed(7) if generator else None
-    return DataLoader(Noisy(), batch_size=8, shuffle=True, num_workers=workers, generator=own)
+    dataset = Noisy(noise=noise)
+    return DataLoader(dataset, batch_size=8, shuffle=True, num_workers=workers, generator=own)
 
 
 def net() -> nn.Module:
@@ -122,10 +135,13 @@ def lightning_run(
     generator: bool = False,
     attach: bool = True,
     extra: tuple[Any, ...] = (),
+    noise: Noise = "torch",
 ) -> Losses:
     """A Lightning run to ``steps`` steps; ``attach=False`` runs it without OnTheFly."""
     losses = losses or Losses()
     torch.manual_seed(99)
+    np.random.seed(98)
+    random.seed(97)
     trainer = pl.Trainer(
         max_steps=steps,
         accelerator="cpu",
@@ -141,5 +157,5 @@ def lightning_run(
         onthefly.attach_lightning(
             trainer, project="resume", quiet=True, resume_from=resume_from, loss_fn=module.loss
         )
-    trainer.fit(module, train_dataloaders=data(workers, generator))
+    trainer.fit(module, train_dataloaders=data(workers, generator, noise))
     return losses

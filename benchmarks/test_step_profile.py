@@ -1,0 +1,247 @@
+"""Where OnTheFly's per-step time goes on the training thread, part by part, with timers.
+
+Runs the seed MLP (benchmarks/workloads.py) under both drivers with a watching client, times
+every per-step hook of every part of :class:`onthefly.OnTheFly`, the hook dispatch around
+them, the per-sample capture inside the training step and the data-position tracker around
+the loader, and reads the CPU time of the process's other threads (the session server, the
+runtime sampler: they compete with the training thread for the GIL and the cores). Each
+figure is microseconds per optimizer step, in the steady state (after ``WARMUP`` steps).
+
+Timers add ~0.2 µs per timed call, so the parts sum to slightly more than what they cost
+untimed; the step time itself is taken without them, by the ratio benchmark
+(``test_training_overhead``).
+
+``make bench`` writes the table into benchmarks/RESULTS.md; ``python -m
+benchmarks.test_step_profile [native|lightning]`` prints the figures as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.utils.data import dataloader
+
+import onthefly
+from benchmarks.test_training_overhead import WARMUP, _Module, _Watcher, _watching_client
+from benchmarks.workloads import WORKLOADS, Workload, make_loader
+from onthefly.callbacks.onthefly import OnTheFly
+from onthefly.native import hooks as native_hooks
+from onthefly.native.hooks import implementation
+from onthefly.samples.slot import Slot
+from onthefly.sessions.data_position import TrackedIterator
+
+STEP_HOOKS = (
+    "on_train_batch_start",
+    "on_before_backward",
+    "on_after_backward",
+    "on_before_optimizer_step",
+    "on_before_zero_grad",
+    "on_train_batch_end",
+)
+"""The hooks that fire at every training step."""
+
+
+class Timers:
+    """Accumulated seconds per label, only inside the timed window."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.active = False
+
+    def wrap(self, label: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        seconds, clock = self.seconds, time.perf_counter
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self.active:
+                return function(*args, **kwargs)
+            start = clock()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                seconds[label] += clock() - start
+
+        return timed
+
+
+class _Window(pl.Callback):
+    """Opens the timers at step ``WARMUP`` and reads the other threads' CPU time."""
+
+    def __init__(self, timers: Timers) -> None:
+        self.timers = timers
+        self.steps = 0
+        self.start = 0.0
+        self.wall = 0.0
+        self.threads_before: dict[int, float] = {}
+        self.other_threads_s = 0.0
+        self.threads: dict[str, float] = defaultdict(float)
+
+    def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
+        if trainer.global_step == WARMUP and not self.timers.active:
+            self.timers.active = True
+            self.threads_before = _thread_cpu()
+            self.start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        if self.timers.active:
+            self.steps = trainer.global_step - WARMUP
+            self.wall = time.perf_counter() - self.start
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self.timers.active = False
+        after, main = _thread_cpu(), _main_thread_id()
+        names = {thread.native_id: thread.name for thread in threading.enumerate()}
+        for tid, cpu in after.items():
+            if tid != main:
+                name = _thread_kind(names.get(tid, "ended"))
+                self.threads[name] += cpu - self.threads_before.get(tid, 0.0)
+        self.other_threads_s = sum(self.threads.values())
+
+
+def _thread_cpu() -> dict[int, float]:
+    """CPU seconds of each thread of this process (Linux: /proc/self/task)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found: dict[int, float] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended
+        found[int(tid)] = (int(fields[11]) + int(fields[12])) / ticks
+    return found
+
+
+def _thread_kind(name: str) -> str:
+    return re.sub(r"[-_ ]?\d+$", "", re.sub(r" \(.*\)$", "", name))
+
+
+def _main_thread_id() -> int:
+    return os.getpid()
+
+
+def _time_parts(callback: OnTheFly, timers: Timers) -> None:
+    """Every part's own per-step hooks, timed under the part's class name."""
+    for part in callback.parts:
+        for hook in STEP_HOOKS:
+            method = implementation(part, hook)
+            if method is not None:
+                setattr(part, hook, timers.wrap(type(part).__name__, method))
+    callback.parts = callback.parts  # rebuild the dispatch tables from the timed methods
+
+
+@contextmanager
+def _timed_internals(timers: Timers) -> Iterator[None]:
+    """Time the per-sample capture, the tracker around the loader and the native dispatch."""
+    patches = [
+        (Slot, "keep", "per-sample capture (in the step)"),
+        (TrackedIterator, "__next__", "data position + fetch"),
+        (dataloader._BaseDataLoaderIter, "__next__", "fetch"),
+        (native_hooks.Hooks, "call", "hook dispatch + hooks"),
+    ]
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    try:
+        for owner, name, label in patches:
+            setattr(owner, name, timers.wrap(label, getattr(owner, name)))
+        yield
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
+
+
+def profile(driver: str, work: Workload) -> dict[str, float]:
+    """Microseconds per step of each part under ``driver`` (``native`` or ``lightning``)."""
+    torch.manual_seed(0)
+    timers = Timers()
+    window, watcher = _Window(timers), _Watcher()
+    if driver == "native":
+        model = work.make_model()
+        trainer: Any = onthefly.Trainer(
+            project="bench", run_name="profile", max_steps=work.steps, progress_bar=False,
+            callbacks=[window, watcher], quiet=True,
+        )  # fmt: skip
+        umbrella = trainer.callbacks[0]
+
+        def fit() -> None:
+            trainer.fit(
+                model=model,
+                optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
+                loss_fn=nn.CrossEntropyLoss(),
+                train_loader=make_loader(work),
+            )
+    else:
+        module = _Module(work.make_model())
+        trainer = pl.Trainer(
+            callbacks=[window], max_steps=work.steps, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
+        )  # fmt: skip
+        umbrella = onthefly.attach_lightning(
+            trainer, project="bench", run_name="profile", quiet=True
+        )
+        trainer.callbacks.append(watcher)
+
+        def fit() -> None:
+            trainer.fit(module, train_dataloaders=make_loader(work))
+
+    _time_parts(umbrella, timers)
+    with _timed_internals(timers), _watching_client(watcher):
+        fit()
+    per_step = {label: s / window.steps * 1e6 for label, s in timers.seconds.items()}
+    parts = sum(per_step.get(type(p).__name__, 0.0) for p in umbrella.parts)
+    figures = {f"us[{label}]": value for label, value in sorted(per_step.items())}
+    figures["us[parts' hooks]"] = parts
+    if "hook dispatch + hooks" in per_step:
+        figures["us[hook dispatch]"] = per_step["hook dispatch + hooks"] - parts
+    if "data position + fetch" in per_step:
+        figures["us[data position]"] = per_step["data position + fetch"] - per_step["fetch"]
+    figures["us[other threads' CPU]"] = window.other_threads_s / window.steps * 1e6
+    for name, seconds in window.threads.items():
+        figures[f"us[thread {name}]"] = seconds / window.steps * 1e6
+    figures["us[step, timed]"] = window.wall / window.steps * 1e6
+    return figures
+
+
+def _long(work: Workload, steps: int) -> Workload:
+    return Workload(work.name, work.make_model, work.features, work.classes, work.samples,
+                    work.batch_size, steps)  # fmt: skip
+
+
+def test_step_profile(benchmark: Any) -> None:
+    """The per-part table of both drivers on the seed MLP (3,000 steps each)."""
+    torch.set_num_threads(1)
+    work = _long(WORKLOADS[0], 3000)
+    results = benchmark.pedantic(
+        lambda: {driver: profile(driver, work) for driver in DRIVERS}, rounds=1, iterations=1
+    )
+    labels = sorted({label for figures in results.values() for label in figures})
+    benchmark.extra_info["table"] = {
+        "columns": ["µs per step", *DRIVERS],
+        "rows": [
+            [label[3:-1], *(results[driver].get(label) for driver in DRIVERS)] for label in labels
+        ],
+    }
+
+
+DRIVERS = ("native", "lightning")
+
+
+def main(drivers: list[str]) -> None:
+    torch.set_num_threads(1)
+    work = _long(WORKLOADS[0], 3000)
+    json.dump({driver: profile(driver, work) for driver in drivers}, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or list(DRIVERS))
