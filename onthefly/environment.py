@@ -23,7 +23,7 @@ def positive_seconds(name: str, default: float) -> float:
         a number > 0.
 
     Example:
-        >>> positive_seconds("ONTHEFLY_EXAMPLE_UNSET_SECONDS", 30.0)
+        >>> positive_seconds("ONTHEFLY_STALL_SECONDS", 30.0)  # unset: the default
         30.0
     """
     raw = os.environ.get(name, "").strip()
@@ -46,7 +46,7 @@ def port(given: int | None, name: str, default: int) -> int:
         ConfigurationError: ``name`` is not a number, or the port is outside 0-65535.
 
     Example:
-        >>> port(None, "ONTHEFLY_EXAMPLE_UNSET_PORT", 47621)
+        >>> port(None, "ONTHEFLY_PORT", 47621)  # unset: the default
         47621
     """
     if given is None:
