@@ -33,7 +33,7 @@ from onthefly.drivers import driver
 from onthefly.drivers.base import TrainerHost
 from onthefly.samples import sources
 from onthefly.samples.attribution import Counter, Ids, SamplerTaps, ids_from_batch
-from onthefly.samples.buffer import Chunk, SampleBuffer
+from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment
 from onthefly.samples.capture import FUNCTIONAL_LOSSES, LossSpec, SampleValues, describe_loss
 from onthefly.samples.commands import register_commands
 from onthefly.samples.history import HistoryWriter
@@ -277,13 +277,13 @@ class SampleTracker(Callback):
         for chunk in chunks:
             self._receive(chunk)
 
-    def _receive(self, chunk: Chunk) -> None:
+    def _receive(self, shipment: Shipment) -> None:
         if self._outbox is not None:
-            self._outbox.append(chunk)
+            self._outbox.append(shipment.chunk())
         elif self._history is not None:
-            self._history.add(chunk)
+            self._history.add(shipment)  # made a chunk on the writer's thread
         else:  # after fit (a flush from state_dict): fold in place
-            self.store.training.update(chunk)
+            self.store.training.update(shipment.chunk())
 
     def _adapt(self, returned: bool, recorded: bool) -> None:
         """Watch the functional calls only while they are the way to per-sample values."""

@@ -4,7 +4,10 @@ Like the telemetry's step buffer (both ship through :class:`onthefly.transfers.B
 each training batch only appends references (a few hundred nanoseconds); every
 ``every_steps`` batches (or ``every_s`` seconds) the batches' tensors are concatenated into
 one tensor per column and copied once — on CUDA without blocking, into pinned memory,
-polled at later batches. The host side receives :class:`Chunk` s in batch order.
+polled at later batches. The host side receives the shipments in batch order; each becomes
+a :class:`Chunk` when asked (:meth:`Shipment.chunk`). Tensors that are on the CPU already
+need no copy: their concatenation, and everything else a chunk needs, is left to whoever
+asks for the chunk — the history writer's thread — so the training thread does none of it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -38,6 +42,18 @@ class Chunk:
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
+    def chunk(self) -> Chunk:
+        """Itself (a chunk is a :class:`Shipment` already on the host)."""
+        return self
+
+
+class Shipment(Protocol):
+    """Sample values on their way to the host: a :class:`Chunk` once asked for."""
+
+    def chunk(self) -> Chunk:
+        """The values on the host (may do the work left for the reader: call it once)."""
+        ...
+
 
 _Row = tuple[int, int, Ids, SampleValues]
 """One training batch as recorded: step, epoch, sample ids, values (a plain tuple: cheap)."""
@@ -58,6 +74,7 @@ class _Transfer:
     rows: list[_Row]
     sizes: np.ndarray
     parts: dict[str, HostCopy] = field(default_factory=dict)
+    on_host: bool = False  # the rows' tensors are on the CPU: columns are made in chunk()
 
     def ready(self) -> bool:
         return all(part.ready() for part in self.parts.values())
@@ -67,6 +84,9 @@ class _Transfer:
             part.wait()
 
     def chunk(self) -> Chunk:
+        if self.on_host:
+            self.on_host = False
+            self.parts = _columns(self.rows, self.sizes)
         columns = {
             name: _host(self.parts.get(name), dtype, fill, int(self.sizes.sum()))
             for name, dtype, fill in _COLUMNS
@@ -145,28 +165,27 @@ def _column(rows: list[_Row], name: str, sizes: np.ndarray) -> torch.Tensor | No
 
 
 class SampleBuffer:
-    """Collects per-batch sample values and hands them to ``sink`` as host :class:`Chunk` s.
+    """Collects per-batch sample values and hands them to ``sink`` in batches.
 
     Args:
-        sink: receives each chunk, in batch order.
+        sink: receives each :class:`Shipment`, in batch order (its ``chunk()`` gives the
+            values on the host).
         every_steps: start a copy after this many batches …
         every_s: … or once this many seconds passed since the last copy started.
 
     Example:
         >>> chunks = []
-        >>> buffer = SampleBuffer(chunks.append, every_steps=1)
+        >>> buffer = SampleBuffer(lambda shipment: chunks.append(shipment.chunk()), every_steps=1)
         >>> buffer.add(1, 0, [4, 2], SampleValues(torch.tensor([0.5, 0.25])))
         >>> chunks[0].ids.tolist(), chunks[0].loss.tolist()
         ([4, 2], [0.5, 0.25])
     """
 
     def __init__(
-        self, sink: Callable[[Chunk], None], every_steps: int = 64, every_s: float = 0.5
+        self, sink: Callable[[Shipment], None], every_steps: int = 64, every_s: float = 0.5
     ) -> None:
         # The clock is read every few batches only.
-        self._batches = Batches(
-            _start, lambda transfer: sink(transfer.chunk()), every_steps, every_s, clock_every=8
-        )
+        self._batches = Batches(_start, sink, every_steps, every_s, clock_every=8)
 
     def add(self, step: int, epoch: int, ids: Ids, values: SampleValues) -> None:
         """Record one batch; never waits for the device."""
@@ -178,14 +197,25 @@ class SampleBuffer:
 
 
 def _start(rows: list[_Row]) -> _Transfer:
-    """Concatenate each column of the rows into one tensor and start copying it to the host."""
+    """Concatenate each column of the rows into one tensor and start copying it to the host;
+    rows already on the host are left as they are (see the module docstring)."""
     sizes = np.fromiter((len(row[2]) for row in rows), np.int64, len(rows))
-    transfer = _Transfer(rows, sizes)
+    if all(_on_host(row) for row in rows):
+        return _Transfer(rows, sizes, on_host=True)
+    return _Transfer(rows, sizes, _columns(rows, sizes))
+
+
+def _on_host(row: _Row) -> bool:
+    ids, values = row[2], row[3]
+    return values.loss.device.type == "cpu" and (
+        not isinstance(ids, torch.Tensor) or ids.device.type == "cpu"
+    )
+
+
+def _columns(rows: list[_Row], sizes: np.ndarray) -> dict[str, HostCopy]:
+    """Each column of the rows as one tensor, its copy to the host started."""
     columns = {name: _column(rows, name, sizes) for name, _, _ in _COLUMNS}
     tensor_ids = [row[2] for row in rows if isinstance(row[2], torch.Tensor)]
     if tensor_ids:
         columns["ids"] = torch.cat(tensor_ids)
-    for name, stacked in columns.items():
-        if stacked is not None:
-            transfer.parts[name] = copy_to_host(stacked)
-    return transfer
+    return {name: copy_to_host(stacked) for name, stacked in columns.items() if stacked is not None}

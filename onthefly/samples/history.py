@@ -3,8 +3,9 @@
 Every observation (step, epoch, index, loss, correct) is kept, in part files of complete
 Parquet (``part-00000.parquet``, …) so that the folder is readable — and copyable by a
 session export — at any flush. A daemon thread does the encoding and writing (and, given
-``fold``, the folding of each chunk into the running statistics); the training thread only
-queues the host chunks it already has. Read it back with ``pyarrow.parquet.read_table(folder)``.
+``fold``, the folding of each chunk into the running statistics, and whatever a shipment
+left for its reader, see :class:`~onthefly.samples.buffer.Shipment`); the training thread
+only queues what it shipped. Read it back with ``pyarrow.parquet.read_table(folder)``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from onthefly.samples.buffer import Chunk
+from onthefly.samples.buffer import Chunk, Shipment
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +67,17 @@ class HistoryWriter:
         self.folder = folder
         self._fold = fold
         self._rows_per_part = rows_per_part
-        self._queue: queue.Queue[Chunk | _Barrier | None] = queue.Queue()
+        self._queue: queue.Queue[Shipment | _Barrier | None] = queue.Queue()
         self._parts = 0
         self.rows_written = 0
         self._failed = False
         self._thread = threading.Thread(target=self._run, name="onthefly-history", daemon=True)
         self._thread.start()
 
-    def add(self, chunk: Chunk) -> None:
-        """Queue one chunk (never blocks)."""
-        self._queue.put(chunk)
+    def add(self, shipment: Shipment) -> None:
+        """Queue one chunk, or a shipment that becomes one on the writer's thread (never
+        blocks)."""
+        self._queue.put(shipment)
 
     def sync(self) -> None:
         """Wait until every chunk queued so far was folded (no file is forced out)."""
@@ -102,10 +104,13 @@ class HistoryWriter:
         rows = 0
         while True:
             item = self._queue.get()
-            if isinstance(item, Chunk):
-                self._fold_one(item)
-                pending.append(item)
-                rows += len(item)
+            if item is not None and not isinstance(item, _Barrier):
+                chunk = self._received(item)
+                if chunk is None:
+                    continue
+                self._fold_one(chunk)
+                pending.append(chunk)
+                rows += len(chunk)
                 if rows < self._rows_per_part:
                     continue
             if isinstance(item, _Barrier) and not item.write:
@@ -117,6 +122,13 @@ class HistoryWriter:
                 return
             if isinstance(item, _Barrier):
                 item.done.set()
+
+    def _received(self, shipment: Shipment) -> Chunk | None:
+        try:
+            return shipment.chunk()
+        except Exception:  # a bug here must not stop the history, nor the run
+            log.exception("OnTheFly could not read shipped per-sample values; they are skipped")
+            return None
 
     def _fold_one(self, chunk: Chunk) -> None:
         if self._fold is None:

@@ -128,7 +128,8 @@ class TrackedIterator(Iterator[Any]):
             self._history.append((self.fetched, state))
         else:
             if self._main_process and self._keeps_state():
-                self._history.append((self.fetched, self._draws.before(self.loader)))
+                first = self.fetched == self.start_batch
+                self._history.append((self.fetched, self._draws.before(self.loader, first)))
                 batch = next(self.inner)
                 self._draws.after()
             else:
@@ -137,7 +138,7 @@ class TrackedIterator(Iterator[Any]):
         return batch
 
     def _capture(self) -> RngState:
-        return loader_rng.capture(self.loader, cuda=False, python_numpy=self._draws.full)
+        return loader_rng.capture(self.loader, cuda=False)
 
     def _keeps_state(self) -> bool:
         trained = self.trained

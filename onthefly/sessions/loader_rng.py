@@ -42,8 +42,10 @@ def _parts(loader: Any) -> list[Any]:
         getattr(batch_sampler, "sampler", None),
     ]
     parts: list[Any] = []
-    for part in candidates:
-        if part is not None and not any(part is seen for seen in parts):
+    seen: set[int] = set()
+    for part in candidates:  # plain and cheap: this runs before each fetch of a Lightning run
+        if part is not None and id(part) not in seen:
+            seen.add(id(part))
             parts.append(part)
     return parts
 
@@ -57,19 +59,24 @@ def generators(loader: Any) -> list[torch.Generator]:
         >>> generators(loader) == [g]
         True
     """
+    return _generators_of(_parts(loader))
+
+
+def _generators_of(parts: list[Any]) -> list[torch.Generator]:
     found: list[torch.Generator] = []
-    for part in _parts(loader):
+    for part in parts:
         generator = getattr(part, "generator", None)
         if isinstance(generator, torch.Generator) and not any(generator is g for g in found):
             found.append(generator)
     return found
 
 
-def _epoch_samplers(loader: Any) -> list[Any]:
-    """Samplers whose order follows ``set_epoch`` (``DistributedSampler`` and the like)."""
+def _epoch_samplers(parts: list[Any]) -> list[Any]:
+    """Samplers whose order follows ``set_epoch`` (``DistributedSampler`` and the like), of
+    a loader's :func:`_parts`."""
     return [
         part
-        for part in _parts(loader)[1:]
+        for part in parts[1:]
         if callable(getattr(part, "set_epoch", None))
         and isinstance(getattr(part, "epoch", None), int)
     ]
@@ -77,8 +84,9 @@ def _epoch_samplers(loader: Any) -> list[Any]:
 
 def own_state(loader: Any) -> dict[str, Any] | None:
     """The state of ``loader``'s own generators and epoch-driven samplers (``None``: none)."""
-    found = generators(loader)
-    samplers = _epoch_samplers(loader)
+    parts = _parts(loader)
+    found = _generators_of(parts)
+    samplers = _epoch_samplers(parts)
     if not found and not samplers:
         return None
     return {
@@ -91,9 +99,10 @@ def restore_own(loader: Any, state: dict[str, Any] | None) -> None:
     """Put ``loader``'s own generators and samplers back to :func:`own_state`'s ``state``."""
     if state is None:
         return
-    found = generators(loader)
+    parts = _parts(loader)
+    found = _generators_of(parts)
     saved = list(state.get("generators", ()))
-    samplers = _epoch_samplers(loader)
+    samplers = _epoch_samplers(parts)
     saved_samplers = list(state.get("samplers", ()))
     if len(saved) != len(found) or len(saved_samplers) != len(samplers):
         log.warning(
@@ -113,15 +122,15 @@ def restore_own(loader: Any, state: dict[str, Any] | None) -> None:
             sampler.seed = int(seed)
 
 
-def capture(loader: Any, cuda: bool = True, python_numpy: bool = True) -> RngState:
+def capture(loader: Any, cuda: bool = True, only: frozenset[str] = rng.GLOBAL) -> RngState:
     """Every global generator's state plus ``loader``'s own (see :func:`own_state`).
 
     Args:
         loader: the loader (any object; one without generators adds nothing).
         cuda: include the CUDA generators (see :func:`onthefly.sessions.rng.capture`).
-        python_numpy: include Python's and NumPy's generators (see there).
+        only: the global CPU generators to include (see there).
     """
-    state = rng.capture(cuda=cuda, python_numpy=python_numpy)
+    state = rng.capture(cuda=cuda, only=only)
     own = own_state(loader)
     if own is not None:
         state[OWN] = own

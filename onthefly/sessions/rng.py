@@ -17,25 +17,30 @@ import torch
 RngState = dict[str, Any]
 
 
-def capture(cuda: bool = True, python_numpy: bool = True) -> RngState:
+GLOBAL = frozenset({"python", "numpy", "torch"})
+"""The names of the global CPU generators a state holds: Python's, NumPy's, torch's."""
+
+
+def capture(cuda: bool = True, only: frozenset[str] = GLOBAL) -> RngState:
     """The current state of every generator.
 
     Args:
         cuda: include the CUDA generators (when CUDA is initialised). Skipping them makes the
             capture cheap enough to take before each batch is fetched.
-        python_numpy: include Python's and NumPy's generators: ~45 µs of the ~50 a full
-            capture costs (their states are 624-word tuples); skipped, :func:`restore`
-            leaves them as they are.
+        only: the global CPU generators to include (of :data:`GLOBAL`); :func:`restore`
+            leaves the others as they are. Python's and NumPy's cost ~45 µs of the ~50 a
+            full capture takes (their states are 624-word tuples), torch's ~2.
 
     Example:
         >>> state = capture()
         >>> a = torch.rand(1); restore(state); bool(torch.rand(1) == a)
         True
     """
-    state: RngState = {"torch": torch.get_rng_state()}
-    if python_numpy:
-        kind, keys, pos, has_gauss, cached = cast(tuple[Any, ...], np.random.get_state())
+    state: RngState = {}
+    if "python" in only:
         state["python"] = random.getstate()
+    if "numpy" in only:
+        kind, keys, pos, has_gauss, cached = cast(tuple[Any, ...], np.random.get_state())
         # uint32 words, widened: weights_only loading has no NumPy arrays.
         state["numpy"] = (
             str(kind),
@@ -44,14 +49,16 @@ def capture(cuda: bool = True, python_numpy: bool = True) -> RngState:
             has_gauss,
             cached,
         )
+    if "torch" in only:
+        state["torch"] = torch.get_rng_state()
     if cuda and torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
 def restore(state: RngState) -> None:
-    """Put every generator back to ``state`` (from :func:`capture`; one captured without
-    Python's and NumPy's leaves those as they are).
+    """Put every generator back to ``state`` (from :func:`capture`; the generators it does
+    not hold are left as they are).
 
     CUDA states are restored when both the state and this process have CUDA; a state
     captured on more devices than this process sees restores the first ones.
@@ -62,17 +69,26 @@ def restore(state: RngState) -> None:
     if "numpy" in state:
         kind, keys, pos, has_gauss, cached = state["numpy"]
         np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(state["torch"])
+    if "torch" in state:
+        torch.set_rng_state(state["torch"])
     cuda = state.get("cuda")
     if cuda and torch.cuda.is_available():
         for device, device_state in enumerate(cuda[: torch.cuda.device_count()]):
             torch.cuda.set_rng_state(device_state, device)
 
 
-def same_python_numpy(a: RngState, b: RngState) -> bool:
-    """Whether two full captures hold the same Python and NumPy generator states."""
-    if a["python"] != b["python"]:
-        return False
-    kind_a, keys_a, *rest_a = a["numpy"]
-    kind_b, keys_b, *rest_b = b["numpy"]
-    return kind_a == kind_b and rest_a == rest_b and torch.equal(keys_a, keys_b)
+def changed(before: RngState, after: RngState) -> set[str]:
+    """The global CPU generators whose state differs between two captures of them."""
+    found = set()
+    if before.get("python") != after.get("python"):
+        found.add("python")
+    if "numpy" in before or "numpy" in after:
+        kind_a, keys_a, *rest_a = before.get("numpy", ("", torch.empty(0), None, None, None))
+        kind_b, keys_b, *rest_b = after.get("numpy", ("", torch.empty(0), None, None, None))
+        if kind_a != kind_b or rest_a != rest_b or not torch.equal(keys_a, keys_b):
+            found.add("numpy")
+    if "torch" in before or "torch" in after:
+        a, b = before.get("torch"), after.get("torch")
+        if a is None or b is None or not torch.equal(a, b):
+            found.add("torch")
+    return found

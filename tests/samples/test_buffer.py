@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pytest
 import torch
 
-from onthefly.samples.buffer import Chunk, SampleBuffer
+from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment
 from onthefly.samples.capture import SampleValues
 
 
 def test_batches_are_shipped_every_n_steps_and_on_flush() -> None:
     chunks: list[Chunk] = []
-    buffer = SampleBuffer(chunks.append, every_steps=2, every_s=3600)
+    buffer = SampleBuffer(
+        lambda shipped: chunks.append(shipped.chunk()), every_steps=2, every_s=3600
+    )
     buffer.add(1, 0, [3, 1], SampleValues(torch.tensor([0.3, 0.1]), torch.tensor([1.0, 0.0])))
     assert chunks == []
     buffer.add(2, 0, torch.tensor([7]), SampleValues(torch.tensor([0.7])))
@@ -31,7 +36,9 @@ def test_batches_are_shipped_every_n_steps_and_on_flush() -> None:
 
 def test_scores_left_for_the_copy_give_the_same_correctness_as_classes() -> None:
     chunks: list[Chunk] = []
-    buffer = SampleBuffer(chunks.append, every_steps=100, every_s=3600)
+    buffer = SampleBuffer(
+        lambda shipped: chunks.append(shipped.chunk()), every_steps=100, every_s=3600
+    )
     loss, label = torch.tensor([0.1, 0.2]), torch.tensor([1, 0])
     scores = torch.tensor([[0.0, 2.0], [0.0, 1.0]])  # predicts 1, 1: right, wrong
     buffer.add(1, 0, [0, 1], SampleValues(loss, None, label, scores, -100))
@@ -42,3 +49,20 @@ def test_scores_left_for_the_copy_give_the_same_correctness_as_classes() -> None
     buffer.flush()  # scores and classes mixed
     assert chunks[0].correct.tolist() == [1.0, 0.0, 1.0, 0.0]
     assert chunks[1].correct.tolist() == [1.0, 0.0, 0.0, 1.0]
+
+
+def test_values_on_the_cpu_are_concatenated_by_the_reader_not_at_the_flush(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shipped: list[Shipment] = []
+    buffer = SampleBuffer(shipped.append, every_steps=2, every_s=3600)
+    concatenated: list[Any] = []
+    cat = torch.cat
+    monkeypatch.setattr(torch, "cat", lambda *a, **k: concatenated.append(a) or cat(*a, **k))
+    buffer.add(1, 0, [0, 1], SampleValues(torch.tensor([0.1, 0.2])))
+    buffer.add(2, 0, [2, 3], SampleValues(torch.tensor([0.3, 0.4])))
+    buffer.flush()
+    assert len(shipped) == 1 and concatenated == []  # the training thread did no tensor work
+    chunk = shipped[0].chunk()
+    assert concatenated and chunk.ids.tolist() == [0, 1, 2, 3]
+    np.testing.assert_allclose(chunk.loss, [0.1, 0.2, 0.3, 0.4], rtol=1e-6)

@@ -1,4 +1,4 @@
-"""What a fetch keeps of the RNG: torch's state alone unless fetches draw from Python or NumPy."""
+"""What a fetch keeps of the RNG: the states of the generators its loader's fetches draw from."""
 
 from __future__ import annotations
 
@@ -17,35 +17,33 @@ from onthefly.sessions.fetch_draws import CHECK_EVERY, LEARN, FetchDraws
 from tests.sessions.training import Losses, Noisy, lightning_run
 
 
-def _full(state: dict[str, Any]) -> bool:
-    return "python" in state and "numpy" in state
-
-
-def _prefetched_states(loader: DataLoader[Any], fetches: int) -> list[dict[str, Any]]:
-    """The state each fetch keeps when every fetch runs ahead of training (as in Lightning)."""
+def _prefetched_states(loader: DataLoader[Any], fetches: int) -> list[set[str]]:
+    """The generators each fetch keeps when every fetch runs ahead of training (as in
+    Lightning)."""
     tracked = TrackedLoader(loader)
     batches = iter(tracked)
-    states = []
+    kept = []
     for _ in range(fetches):
         batches.trained = batches.fetched - 1  # the fetch runs one batch ahead
         next(batches)
-        states.append(tracked.position(consumed=batches.fetched - 1).pending_rng[-1])
-    return states
+        state = tracked.position(consumed=batches.fetched - 1).pending_rng[-1]
+        kept.append(set(state) & rng.GLOBAL)
+    return kept
 
 
-def test_fetches_that_draw_only_from_torch_keep_torch_s_state_after_the_first_ones() -> None:
+@pytest.mark.parametrize(
+    ("noise", "drawn"),
+    [("torch", {"torch"}), ("numpy", {"numpy"}), ("python", {"python"}), ("none", set())],
+)
+def test_after_the_first_fetches_only_the_generators_seen_drawing_are_kept(
+    noise: Any, drawn: set[str]
+) -> None:
     torch.manual_seed(0)
-    states = _prefetched_states(DataLoader(Noisy(n=8 * 70), batch_size=8), 70)
-    full = [n for n, state in enumerate(states, start=1) if _full(state)]
-    assert full == [*range(1, LEARN + 1), CHECK_EVERY]
-    assert all("torch" in state for state in states)
-
-
-@pytest.mark.parametrize("noise", ["numpy", "python"])
-def test_fetches_that_draw_from_numpy_or_python_keep_the_full_state(noise: Any) -> None:
-    torch.manual_seed(0)
-    states = _prefetched_states(DataLoader(Noisy(n=8 * 20, noise=noise), batch_size=8), 20)
-    assert all(_full(state) for state in states)
+    fetches = CHECK_EVERY + 6
+    kept = _prefetched_states(DataLoader(Noisy(n=8 * fetches, noise=noise), batch_size=8), fetches)
+    watched = [0, *range(1, LEARN + 1), CHECK_EVERY]  # the epoch's first, the learning, a check
+    assert [n for n, state in enumerate(kept) if state == rng.GLOBAL] == watched
+    assert all(state == drawn for n, state in enumerate(kept) if n not in watched)
 
 
 class _LateDraws(Dataset[torch.Tensor]):
@@ -61,7 +59,7 @@ class _LateDraws(Dataset[torch.Tensor]):
         return torch.tensor(float(i) + (random.random() if i >= self.start else 0.0))
 
 
-def test_a_draw_seen_only_later_turns_the_full_state_on_with_a_warning(
+def test_a_draw_seen_only_later_is_kept_from_then_on_with_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     loader = DataLoader(_LateDraws(start=4 * 20), batch_size=4)
@@ -70,32 +68,32 @@ def test_a_draw_seen_only_later_turns_the_full_state_on_with_a_warning(
     kept = []
     with caplog.at_level(logging.WARNING, logger="onthefly.sessions.fetch_draws"):
         for _ in range(CHECK_EVERY + 3):
-            kept.append(draws.before(loader))
+            kept.append(set(draws.before(loader, first=False)) & rng.GLOBAL)
             next(batches)
             draws.after()
-    assert not any(_full(state) for state in kept[LEARN : CHECK_EVERY - 1])
-    assert all(_full(state) for state in kept[CHECK_EVERY - 1 :])
-    assert draws.full
-    assert f"fetch {CHECK_EVERY} of the training data drew" in caplog.text
+    assert kept[LEARN : CHECK_EVERY - 1] == [set()] * (CHECK_EVERY - 1 - LEARN)
+    assert kept[CHECK_EVERY:] == [{"python"}] * 3
+    assert draws.drawn == {"python"}
+    assert f"fetch {CHECK_EVERY} of the training data drew from the python" in caplog.text
 
 
-@pytest.mark.parametrize("noise", ["torch", "numpy"])
-def test_a_fetch_kept_with_either_state_replays_with_the_same_draws(noise: Any) -> None:
+@pytest.mark.parametrize("noise", ["torch", "numpy", "none"])
+def test_a_fetch_kept_with_part_of_the_state_replays_with_the_same_draws(noise: Any) -> None:
     torch.manual_seed(0)
-    tracked = TrackedLoader(DataLoader(Noisy(n=8 * 20, noise=noise), batch_size=8, shuffle=True))
+    data = Noisy(n=8 * 20, noise=noise)
+    tracked = TrackedLoader(DataLoader(data, batch_size=8, shuffle=True))
     batches = iter(tracked)
     for _ in range(LEARN + 3):
         batches.trained = batches.fetched - 1
         ahead = next(batches)
-    consumed = batches.fetched - 1
-    position = tracked.position(consumed=consumed)
-    assert _full(position.pending_rng[-1]) == (noise == "numpy")
+    position = tracked.position(consumed=batches.fetched - 1)
+    assert set(position.pending_rng[-1]) & rng.GLOBAL != rng.GLOBAL
     tracked.arm(Resume(position, rng.capture()))
     assert torch.equal(next(iter(tracked))[0], ahead[0])
 
 
-@pytest.mark.parametrize("noise", ["numpy", "python"])
-def test_lightning_resumes_exactly_when_loading_draws_from_numpy_or_python(
+@pytest.mark.parametrize("noise", ["numpy", "python", "none"])
+def test_lightning_resumes_exactly_whatever_generator_loading_draws_from(
     noise: Any, tmp_path: Path
 ) -> None:
     steps, export_at = 15, 11  # past the first fetches, in the middle of epoch 1

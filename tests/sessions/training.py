@@ -19,12 +19,12 @@ from torch.utils.data import DataLoader, Dataset
 import onthefly
 from onthefly.callbacks.onthefly import OnTheFly
 
-Noise = Literal["torch", "numpy", "python"]
+Noise = Literal["torch", "numpy", "python", "none"]
 
 
 class Noisy(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     """Draws fresh noise on every read (like an augmentation), from torch's global RNG or,
-    with ``noise``, from NumPy's or Python's."""
+    with ``noise``, from NumPy's or Python's (``"none"``: no noise)."""
 
     def __init__(self, n: int = 48, noise: Noise = "torch") -> None:
         g = torch.Generator().manual_seed(0)
@@ -40,8 +40,10 @@ class Noisy(Dataset[tuple[torch.Tensor, torch.Tensor]]):
             drawn = torch.from_numpy(np.random.randn(6).astype(np.float32))
         elif self.noise == "python":
             drawn = torch.tensor([random.gauss(0.0, 1.0) for _ in range(6)])
-        else:
+        elif self.noise == "torch":
             drawn = torch.randn(6)
+        else:
+            drawn = torch.zeros(6)
         return self.x[i] + 0.1 * drawn, self.y[i]
 
 
