@@ -19,6 +19,7 @@ def loader_like(
     batch_size: int | None = None,
     drop_last: bool | None = None,
     sampler: Sampler[Any] | None = None,
+    batch_sampler: Sampler[list[int]] | None = None,
     shuffle: bool = False,
     generator: torch.Generator | None = None,
     persistent_workers: bool = False,
@@ -38,7 +39,8 @@ def loader_like(
     sequential by default), the ``generator`` (the new loader would move the parent's one:
     pass a copy, or the parent's own when the new loader replaces it), persistent workers
     (off, so that the new loader's workers end with each pass) and ``in_order``. The parent
-    loader is never iterated. A batch sampler is never carried over.
+    loader is never iterated. A batch sampler is never carried over; one given replaces the
+    batch size, ``drop_last`` and the order (it draws the batches itself).
 
     Args:
         loader: the loader to imitate.
@@ -46,6 +48,8 @@ def loader_like(
         batch_size: instead of ``loader.batch_size``.
         drop_last: instead of ``loader.drop_last``.
         sampler: the order of the samples (``shuffle`` must then be ``False``).
+        batch_sampler: the batches, as lists of indices (``sampler`` and ``shuffle`` must
+            then be left out).
         shuffle: a fresh random order every pass.
         generator: draws the random order and the workers' seeds.
         persistent_workers: keep the workers between passes (with workers only).
@@ -72,16 +76,19 @@ def loader_like(
         }
     if not in_order:  # passed only when asked: the keyword is newer than our oldest torch
         options["in_order"] = False
+    if batch_sampler is not None:  # torch refuses a batch size or drop_last beside one
+        options["batch_sampler"] = batch_sampler
+    else:
+        options["batch_size"] = loader.batch_size if batch_size is None else batch_size
+        options["drop_last"] = loader.drop_last if drop_last is None else drop_last
     return DataLoader(
         loader.dataset if dataset is None else dataset,
-        batch_size=loader.batch_size if batch_size is None else batch_size,
         shuffle=shuffle,
         sampler=sampler,
         num_workers=workers,
         collate_fn=loader.collate_fn,
         pin_memory=loader.pin_memory,
         pin_memory_device=loader.pin_memory_device,
-        drop_last=loader.drop_last if drop_last is None else drop_last,
         generator=generator,
         **options,
     )

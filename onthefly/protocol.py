@@ -614,27 +614,7 @@ class ErrorReply(Message):
 
 
 ServerMessage = Annotated[
-    RunStarted
-    | StatusChanged
-    | MetricsEvent
-    | EpochEvent
-    | RuntimeEvent
-    | LogEvent
-    | TestResult
-    | HealthResult
-    | HparamChange
-    | HparamError
-    | ScanProgress
-    | ForkProgress
-    | LineageChanged
-    | Alert
-    | RunConfig
-    | Hello
-    | Batch
-    | Snapshot
-    | Coalesced
-    | Reply
-    | ErrorReply,
+    EventModel | Hello | Batch | Snapshot | Coalesced | Reply | ErrorReply,
     Field(discriminator="type"),
 ]
 

@@ -2,15 +2,47 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable
 from typing import Any
 
-import torch
+from typing_extensions import TypedDict, Unpack
 
 from onthefly.callbacks.onthefly import OnTheFly
 from onthefly.errors import ConfigurationError
 from onthefly.native import trainer as native
 from onthefly.native.config import session_enabled
+from onthefly.native.options import LOOP_OPTIONS, LoopOptions
+
+
+class SessionOptions(TypedDict, total=False):
+    """The session callback's keyword arguments that ``onthefly.Trainer`` passes on: those of
+    :class:`onthefly.OnTheFly` besides ``project``, ``run_name`` and ``do_test_after`` (each
+    described there)."""
+
+    port: int | None
+    keep_alive: bool | None
+    log_level: int | str
+    test_loader: Any
+    datamodule: Any
+    quiet: bool
+    home: str | os.PathLike[str] | None
+    flush_every_steps: int
+    flush_every_s: float
+    runtime_interval_s: float
+    resume_from: str | os.PathLike[str] | None
+    checkpoints: int
+    checkpoint_bytes: int
+    loss_fn: Any
+    embedding_fn: Callable[[Any, Any], Any] | None
+    track_samples: bool
+    describe_sample: Callable[..., Any] | None
+    stall_seconds: float | None
+
+
+class TrainerOptions(LoopOptions, SessionOptions, total=False):
+    """Every keyword argument of ``onthefly.Trainer`` after ``do_test_after`` and
+    ``session``: the loop's and the session's."""
 
 
 class Trainer(native.Trainer):
@@ -24,15 +56,14 @@ class Trainer(native.Trainer):
     Args:
         project: the project the run belongs to (groups runs in the dashboard).
         run_name: the run's name; the session picks one when ``None``.
-        max_epochs, max_steps, val_every_n_epochs, callbacks, precision, device,
-            grad_clip_norm, metrics, progress_bar: the loop's (see
-            :class:`onthefly.native.trainer.Trainer`).
         do_test_after: evaluate ``test_loader`` when training ends (done by the session).
         session: attach the OnTheFly session (live dashboard). ``None`` (default) means on,
             unless the environment sets ``ONTHEFLY_SESSION=0``; ``False`` runs the bare loop.
-        batch_keys: the loop's (see :class:`onthefly.native.trainer.Trainer`).
-        **session_options: further keyword arguments for the session callback
-            (``onthefly.OnTheFly``).
+        **options: the loop's keyword arguments (``max_epochs``, ``max_steps``,
+            ``val_every_n_epochs``, ``callbacks``, ``precision``, ``device``,
+            ``grad_clip_norm``, ``metrics``, ``progress_bar``, ``batch_keys``: see
+            :class:`~onthefly.native.options.LoopOptions`), and further keyword arguments for
+            the session callback (``onthefly.OnTheFly``; :class:`SessionOptions`).
 
     Raises:
         ConfigurationError: for an invalid argument (the message says what was expected).
@@ -47,34 +78,18 @@ class Trainer(native.Trainer):
         self,
         project: str,
         run_name: str | None = None,
-        max_epochs: int | None = None,
-        max_steps: int | None = None,
+        *,
         do_test_after: bool = False,
-        val_every_n_epochs: int | None = None,
-        callbacks: Sequence[object] | object = (),
-        precision: str | int = "32",
-        device: str | torch.device | None = None,
-        grad_clip_norm: float | None = None,
-        metrics: Mapping[str, Any] | None = None,
-        progress_bar: bool = True,
         session: bool | None = None,
-        batch_keys: tuple[str, str] | None = None,
-        **session_options: Any,
+        **options: Unpack[TrainerOptions],
     ) -> None:
         if not isinstance(project, str) or not project.strip():
             raise ConfigurationError(f"project={project!r}; expected a non-empty name")
-        super().__init__(
-            max_epochs=max_epochs,
-            max_steps=max_steps,
-            val_every_n_epochs=val_every_n_epochs,
-            callbacks=callbacks,
-            precision=precision,
-            device=device,
-            grad_clip_norm=grad_clip_norm,
-            metrics=metrics,
-            progress_bar=progress_bar,
-            batch_keys=batch_keys,
-        )
+        loop: dict[str, Any] = {k: v for k, v in options.items() if k in LOOP_OPTIONS}
+        session_options: dict[str, Any] = {
+            k: v for k, v in options.items() if k not in LOOP_OPTIONS
+        }
+        super().__init__(**loop)
         self.project = project
         self.run_name = run_name
         self.do_test_after = do_test_after

@@ -61,6 +61,15 @@ def test_the_loader_yields_the_chosen_batches() -> None:
     assert _batches(loader_like(parent, drop_last=True)) == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
 
+def test_a_given_batch_sampler_draws_the_batches() -> None:
+    parent = DataLoader(_data(), batch_size=4, drop_last=True, collate_fn=collate)
+    batches = [[7, 1], [4], [0, 2, 9]]
+    loader = loader_like(parent, batch_sampler=batches)
+    assert loader.batch_sampler is batches and loader.batch_size is None
+    assert loader.collate_fn is collate  # the rest is carried over as always
+    assert _batches(loader) == batches
+
+
 def test_workers_only_options_are_dropped_without_workers() -> None:
     parent = configured_loader(_data(), pin_memory=False)
     parent.num_workers = 0  # lowered after it was built: it still holds the workers' options

@@ -52,7 +52,7 @@ from onthefly.forks.lineage import Lineage
 from onthefly.forks.mixing import replay_loader
 from onthefly.forks.registry import ForkRecord, ForkRegistry
 from onthefly.forks.run import LongCommand, Refused, RunParts, check_paused, run_parts
-from onthefly.forks.slice_loader import check_indices, subset_loader
+from onthefly.forks.slice_loader import batch_size_of, check_indices, subset_loader
 from onthefly.forks.spawn import (
     Budget,
     ForkOutcome,
@@ -227,7 +227,7 @@ class ForkSpawner(Callback):
             budget=budget.to_json(),
             hparams={
                 "lr": float(optimizer.param_groups[0]["lr"]),
-                "batch_size": loader.batch_size,
+                "batch_size": batch_size_of(loader),
                 "optimizer": command.optimizer,
                 "adapter_rank": command.adapter_rank,
                 "replay": command.replay,

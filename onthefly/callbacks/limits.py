@@ -1,8 +1,9 @@
 """A run's stop condition (``max_epochs`` / ``max_steps``): where it is reached, how to extend it.
 
 Each trainer keeps its limits its own way; its driver reads and writes them
-(:meth:`~onthefly.drivers.base.Driver.limits`). A limit of ``-1`` means "none", as in
-Lightning.
+(:meth:`~onthefly.drivers.base.Driver.limits`, ``set_limits``), so every function here takes
+the run's :class:`~onthefly.drivers.base.Driver`, which the caller resolves once. A limit of
+``-1`` means "none", as in Lightning.
 
 An extension always adds to the planned end. Before the end, the limits can say where
 that is only when the request is in the unit of the one limit the run has (``epochs`` for
@@ -19,21 +20,10 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from onthefly.drivers import driver
-from onthefly.drivers.base import UNLIMITED, Limits, TrainerHost
+from onthefly.drivers.base import UNLIMITED, Driver, Limits
 
 _DEFERRED: weakref.WeakKeyDictionary[Any, Extension] = weakref.WeakKeyDictionary()
 """Per trainer, the extension waiting for the planned end."""
-
-
-def read_limits(trainer: TrainerHost) -> Limits:
-    """The trainer's current limits."""
-    return driver(trainer).limits()
-
-
-def write_limits(trainer: TrainerHost, limits: Limits) -> None:
-    """Change the limits of a running fit; the loop picks them up at its next check."""
-    driver(trainer).set_limits(limits)
 
 
 @dataclass(frozen=True)
@@ -53,19 +43,19 @@ def _added(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else a + b
 
 
-def defer(trainer: TrainerHost, epochs: int | None, steps: int | None) -> Extension:
-    """Keep a request for the planned end of ``trainer``'s run; returns what waits now."""
-    waiting = _DEFERRED.get(trainer, Extension()).plus(epochs, steps)
-    _DEFERRED[trainer] = waiting
+def defer(run: Driver, epochs: int | None, steps: int | None) -> Extension:
+    """Keep a request for the planned end of ``run``; returns what waits now."""
+    waiting = _DEFERRED.get(run.trainer, Extension()).plus(epochs, steps)
+    _DEFERRED[run.trainer] = waiting
     return waiting
 
 
-def deferred(trainer: TrainerHost) -> Extension | None:
+def deferred(run: Driver) -> Extension | None:
     """The extension waiting for the planned end, if any."""
-    return _DEFERRED.get(trainer)
+    return _DEFERRED.get(run.trainer)
 
 
-def apply_deferred(trainer: TrainerHost, at_epoch_end: bool = False, batch_idx: int = -1) -> bool:
+def apply_deferred(run: Driver, at_epoch_end: bool = False, batch_idx: int = -1) -> bool:
     """Apply a deferred extension once the planned end is reached.
 
     Call at every batch end (``batch_idx``) and epoch end (``at_epoch_end``): the step
@@ -75,54 +65,56 @@ def apply_deferred(trainer: TrainerHost, at_epoch_end: bool = False, batch_idx: 
     Returns:
         Whether an extension was applied (the limits were written).
     """
-    waiting = _DEFERRED.get(trainer)
+    waiting = _DEFERRED.get(run.trainer)
     if waiting is None:
         return False
-    reached = _epoch_limit_reached(trainer) if at_epoch_end else limit_reached(trainer, batch_idx)
+    limits = run.limits()
+    reached = (
+        _epoch_limit_reached(run, limits) if at_epoch_end else _reached(run, limits, batch_idx)
+    )
     if not reached:
         return False
-    del _DEFERRED[trainer]
+    del _DEFERRED[run.trainer]
     new = extended(
-        read_limits(trainer),
-        epoch=int(trainer.current_epoch),
-        step=int(trainer.global_step),
+        limits,
+        epoch=int(run.trainer.current_epoch),
+        step=int(run.trainer.global_step),
         epochs=waiting.epochs,
         steps=waiting.steps,
     )
     assert new is not None  # at the end, every request is expressible
-    write_limits(trainer, new)
+    run.set_limits(new)
     return True
 
 
-def forget_deferred(trainer: TrainerHost) -> None:
+def forget_deferred(run: Driver) -> None:
     """Drop a deferred extension (the run ended before its planned end)."""
-    _DEFERRED.pop(trainer, None)
+    _DEFERRED.pop(run.trainer, None)
 
 
-def is_final_step(trainer: TrainerHost, batch_idx: int) -> bool:
+def is_final_step(run: Driver, batch_idx: int) -> bool:
     """Whether the step that just ended (``on_train_batch_end``) is the run's last one (never
     while an extension waits for the planned end: the run goes on past it)."""
-    return trainer not in _DEFERRED and limit_reached(trainer, batch_idx)
+    return run.trainer not in _DEFERRED and limit_reached(run, batch_idx)
 
 
-def limit_reached(trainer: TrainerHost, batch_idx: int) -> bool:
+def limit_reached(run: Driver, batch_idx: int) -> bool:
     """Whether the step that just ended reaches the present limits."""
-    limits = read_limits(trainer)
+    return _reached(run, run.limits(), batch_idx)
+
+
+def _reached(run: Driver, limits: Limits, batch_idx: int) -> bool:
+    trainer = run.trainer
     if limits.max_steps != UNLIMITED and trainer.global_step >= limits.max_steps:
         return True
     if limits.max_epochs == UNLIMITED or trainer.current_epoch < limits.max_epochs - 1:
         return False
-    return _is_last_batch(trainer, batch_idx)
+    return run.is_last_batch(batch_idx)
 
 
-def _epoch_limit_reached(trainer: TrainerHost) -> bool:
+def _epoch_limit_reached(run: Driver, limits: Limits) -> bool:
     """At an epoch's end: whether the epoch limit ends the run after it."""
-    limits = read_limits(trainer)
-    return limits.max_epochs != UNLIMITED and trainer.current_epoch + 1 >= limits.max_epochs
-
-
-def _is_last_batch(trainer: TrainerHost, batch_idx: int) -> bool:
-    return driver(trainer).is_last_batch(batch_idx)
+    return limits.max_epochs != UNLIMITED and run.trainer.current_epoch + 1 >= limits.max_epochs
 
 
 def extended(

@@ -36,7 +36,7 @@ from onthefly.callbacks.session import RunSession
 from onthefly.commands.registry import Boundary
 from onthefly.distributed.control import HOLD, HOLD_END, RUN, STOP
 from onthefly.drivers import driver
-from onthefly.drivers.base import TrainerHost, distributed
+from onthefly.drivers.base import Driver, TrainerHost, distributed
 from onthefly.protocol import Position, ResumeReply, StopReply
 from onthefly.sessions import loaders
 
@@ -100,19 +100,15 @@ class PauseGate(Callback):
         self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         # The Boundary is built only when something happens here: most steps just go on.
-        session = self.session
+        session, run = self.session, driver(trainer)
         if session.ranks.active:
-            limits.apply_deferred(trainer, batch_idx=batch_idx)
-            self._at_round(trainer, pl_module, batch_idx)
+            limits.apply_deferred(run, batch_idx=batch_idx)
+            self._at_round(run, pl_module, batch_idx)
             return
         if session.has_commands():
             session.drain(Boundary(trainer, pl_module))
-        limits.apply_deferred(trainer, batch_idx=batch_idx)
-        if (
-            self.hold_at_end
-            and not trainer.should_stop
-            and limits.is_final_step(trainer, batch_idx)
-        ):
+        limits.apply_deferred(run, batch_idx=batch_idx)
+        if self.hold_at_end and not trainer.should_stop and limits.is_final_step(run, batch_idx):
             self._enter_hold(Boundary(trainer, pl_module))
         if session.state == "paused":
             self._wait(Boundary(trainer, pl_module))
@@ -120,10 +116,10 @@ class PauseGate(Callback):
 
     def on_train_epoch_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         # An epoch limit is reached here when the loader's length did not tell at its last batch.
-        limits.apply_deferred(trainer, at_epoch_end=True)
+        limits.apply_deferred(driver(trainer), at_epoch_end=True)
 
     def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
-        limits.forget_deferred(trainer)
+        limits.forget_deferred(driver(trainer))
 
     # ------------------------------------------------------------------ the boundary
 
@@ -146,10 +142,10 @@ class PauseGate(Callback):
             and not driver(trainer).terminating()
         )
 
-    def _at_round(self, trainer: TrainerHost, pl_module: Any, batch_idx: int) -> None:
+    def _at_round(self, run: Driver, pl_module: Any, batch_idx: int) -> None:
         """Distributed: a control round when one is due (always at the final step)."""
-        ranks = self.session.ranks
-        final = limits.is_final_step(trainer, batch_idx)
+        ranks, trainer = self.session.ranks, run.trainer
+        final = limits.is_final_step(run, batch_idx)
         if not ranks.due(final):
             return
         boundary = Boundary(trainer, pl_module)
@@ -197,6 +193,7 @@ class PauseGate(Callback):
 
     def _resume(self, boundary: Boundary, cmd: PendingCommand) -> None:
         trainer = boundary.trainer
+        run = driver(trainer)
         epochs = getattr(cmd.command, "epochs", None)
         steps = getattr(cmd.command, "steps", None)
         if self._at_end and epochs is None and steps is None:
@@ -208,7 +205,7 @@ class PauseGate(Callback):
             return
         if epochs is not None or steps is not None:
             new = limits.extended(
-                limits.read_limits(trainer),
+                run.limits(),
                 epoch=int(trainer.current_epoch),
                 step=int(trainer.global_step),
                 epochs=epochs,
@@ -216,13 +213,13 @@ class PauseGate(Callback):
                 steps=steps,
             )
             if new is None:  # placed at the planned end, once the run gets there
-                limits.defer(trainer, epochs, steps)
+                limits.defer(run, epochs, steps)
             else:
-                limits.write_limits(trainer, new)
+                run.set_limits(new)
         if self.session.state == "paused":
             self.session.set_state("running", trainer, "resume command")
-        new_limits = limits.read_limits(trainer)
-        waiting = limits.deferred(trainer)
+        new_limits = run.limits()
+        waiting = limits.deferred(run)
         cmd.reply(
             ResumeReply.model_validate(
                 {

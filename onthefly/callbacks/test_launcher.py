@@ -91,7 +91,7 @@ class TestLauncher(Callback):
         serving = self.session.active or distributed(trainer)
         if not (self.do_test_after and serving) or trainer.should_stop:
             return
-        if limits.is_final_step(trainer, batch_idx):
+        if limits.is_final_step(driver(trainer), batch_idx):
             try:
                 self.run(Boundary(trainer, pl_module), isolated=False)
             except ConfigurationError as exc:

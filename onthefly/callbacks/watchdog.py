@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 import time
 import traceback
@@ -29,6 +28,7 @@ from typing import Any
 
 from lightning.pytorch import Callback
 
+from onthefly import environment
 from onthefly.callbacks._alert_rules import LossSpikes, NonFinite, Stalls, Verdict
 from onthefly.callbacks._runtime_sampler import StepClock
 from onthefly.callbacks.session import RunSession
@@ -207,17 +207,7 @@ def stall_seconds(given: float | None) -> float:
     """The shortest stall: ``given``, else ``ONTHEFLY_STALL_SECONDS``, else 30 s."""
     if given is not None:
         return given
-    raw = os.environ.get(STALL_ENV, "").strip()
-    if not raw:
-        return DEFAULT_STALL_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value > 0:
-        return value
-    log.warning("%s=%r is ignored: expected a number of seconds > 0", STALL_ENV, raw)
-    return DEFAULT_STALL_SECONDS
+    return environment.positive_seconds(STALL_ENV, DEFAULT_STALL_SECONDS)
 
 
 def from_data_loading(exception: BaseException) -> bool:

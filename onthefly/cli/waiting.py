@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from types import TracebackType
 from typing import TextIO
 
 GRACE_S = 0.5
@@ -45,12 +44,7 @@ class Waiting:
             self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._done.set()
         if self._thread is not None:
             self._thread.join()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -23,6 +22,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from onthefly import environment
 from onthefly.errors import DistributedError
 
 log = logging.getLogger(__name__)
@@ -38,22 +38,7 @@ def timeout_s() -> float:
 
     An invalid value is reported and ignored (the run goes on with the default).
     """
-    raw = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        log.warning(
-            "%s=%r is ignored: expected a number of seconds > 0; using %.0f",
-            TIMEOUT_ENV,
-            raw,
-            DEFAULT_TIMEOUT_S,
-        )
-        return DEFAULT_TIMEOUT_S
-    return value
+    return environment.positive_seconds(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)
 
 
 def is_collective_failure(exc: BaseException) -> bool:

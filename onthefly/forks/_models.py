@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -14,9 +14,10 @@ from torch import nn
 
 from onthefly.errors import ConfigurationError
 
-Combine = Callable[[str, Sequence[torch.Tensor]], torch.Tensor]
-"""``combine(name, tensors) -> merged``: one merged floating-point tensor from every model's
-tensor of that name (they have the same shape and dtype; they may sit on other devices)."""
+WeightedCombine = Callable[[str, Sequence[torch.Tensor], list[float]], torch.Tensor]
+"""``combine(name, tensors, weights) -> merged``: one merged floating-point tensor from every
+model's tensor of that name (they have the same shape and dtype; they may sit on other
+devices), with one weight per model."""
 
 
 def named_tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
@@ -99,19 +100,26 @@ def weighted_mean(tensors: Sequence[torch.Tensor], weights: Sequence[float]) -> 
     return acc.div_(math.fsum(weights))
 
 
-def merged_copy(models: Sequence[nn.Module], combine: Combine) -> nn.Module:
+def weighted_copy(
+    models: Sequence[nn.Module], weights: Sequence[float] | None, combine: WeightedCombine
+) -> nn.Module:
     """A deep copy of ``models[0]`` whose floating-point tensors are merged by ``combine``.
 
     Parameters and buffers of a floating-point (or complex) dtype get ``combine(name,
-    [each model's tensor])``; other tensors (``num_batches_tracked``) stay those of
-    ``models[0]``. The copy's gradients are cleared: they belonged to ``models[0]``.
+    [each model's tensor], weights)``, the weights checked (``None``: equal); other tensors
+    (``num_batches_tracked``) stay those of ``models[0]``. The copy's gradients are cleared:
+    they belonged to ``models[0]``.
+
+    Raises:
+        ConfigurationError: weights of the wrong length, negative or summing to zero.
     """
+    values = check_weights(weights, len(models)) if weights is not None else [1.0] * len(models)
     result = copy.deepcopy(models[0])
     sources = [dict(named_tensors(model)) for model in models]
     with torch.no_grad():
         for name, target in named_tensors(result):
             if target.is_floating_point() or target.is_complex():
-                target.copy_(combine(name, [source[name] for source in sources]))
+                target.copy_(combine(name, [source[name] for source in sources], values))
     for param in result.parameters():
         param.grad = None
     return result
@@ -131,6 +139,13 @@ def device_of(model: nn.Module) -> torch.device:
 def to_device(batch: Any, device: torch.device) -> Any:
     """``batch`` with every tensor in it on ``device`` (a no-op for tensors already there)."""
     return move_data_to_device(batch, device)
+
+
+def batches_on(model: nn.Module, batches: Iterable[Any]) -> Iterator[Any]:
+    """Each of ``batches`` moved to ``model``'s device (:func:`to_device`), as it is drawn."""
+    device = device_of(model)
+    for batch in batches:
+        yield to_device(batch, device)
 
 
 @contextlib.contextmanager

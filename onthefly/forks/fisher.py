@@ -36,12 +36,10 @@ from torch.utils import _pytree as pytree
 from onthefly.errors import ConfigurationError
 from onthefly.forks._models import (
     accumulator_dtype,
+    batches_on,
     check_models,
-    check_weights,
-    device_of,
     kept_modes,
-    merged_copy,
-    to_device,
+    weighted_copy,
     weighted_mean,
 )
 
@@ -112,15 +110,14 @@ def diagonal_fisher(
         name: torch.zeros(p.shape, dtype=accumulator_dtype(p.dtype), device=p.device)
         for name, p in params.items()
     }
-    device = device_of(model)
     chunk = max(1, PER_SAMPLE_BUDGET // sum(p.numel() for p in params.values()))
     use_vmap = method != "loop"
     seen = 0
     with kept_modes(model), torch.enable_grad():
         model.eval()
-        for raw in batches:
+        for raw in batches_on(model, batches):
             remaining = None if max_samples is None else max_samples - seen
-            batch, count = _take(to_device(raw, device), remaining)
+            batch, count = _take(raw, remaining)
             if count == 0:
                 continue
             if use_vmap and seen == 0:
@@ -293,9 +290,8 @@ def fisher_merge(
             f"fisher_merge: got {got} Fishers for {len(models)} models; expected one per model"
         )
     covered = _check_fishers(models[0], fishers)
-    values = check_weights(weights, len(models)) if weights is not None else [1.0] * len(models)
 
-    def weighted(name: str, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    def weighted(name: str, tensors: Sequence[torch.Tensor], values: list[float]) -> torch.Tensor:
         mean = weighted_mean(tensors, values)
         if name not in covered:
             return mean
@@ -308,7 +304,7 @@ def fisher_merge(
             denominator.add_(f)
         return torch.where(denominator > 0, numerator / denominator, mean)
 
-    return merged_copy(models, weighted)
+    return weighted_copy(models, weights, weighted)
 
 
 def _check_fishers(model: nn.Module, fishers: Sequence[Mapping[str, torch.Tensor]]) -> set[str]:

@@ -8,15 +8,30 @@ or a shuffling ``DistributedSampler``: a fork reads its slice of the whole datas
 rank's share), with a copy of the parent loader's generator when it has one (else the global
 generator, which the fork draws from inside its own forked RNG). The parent loader is never
 iterated.
+
+A training slice never trains a batch of one sample while it has more: when the parent keeps
+its last partial batch, a last batch of a single sample joins the batch before it
+(:class:`FoldedBatchSampler`). Such a batch fails in train mode under batch normalisation
+("Expected more than 1 value per channel") and is a one-sample gradient step anyway; every
+sample is still trained once per epoch. Evaluation loaders (an explicit ``drop_last``) keep
+their batches as the batch size cuts them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, RandomSampler, Subset
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+    Subset,
+)
 
 from onthefly.dataloaders import loader_like
 from onthefly.errors import ConfigurationError
@@ -74,7 +89,9 @@ def subset_loader(
         indices: dataset indices of the samples.
         batch_size: instead of the parent's.
         shuffle: instead of the parent's (shuffled when its sampler is a ``RandomSampler``).
-        drop_last: instead of the parent's.
+        drop_last: instead of the parent's; given, the batches are cut exactly as the batch
+            size says (evaluation). Left out (training) with a parent that keeps its last
+            partial batch, a last batch of a single sample joins the batch before it.
         persistent_workers: keep the worker processes from one epoch to the next (when the
             parent's loader has workers).
 
@@ -88,15 +105,61 @@ def subset_loader(
             f"the slice has {len(indices)} samples, fewer than one batch of {size} with "
             "drop_last=True; expected a smaller batch_size or a larger slice"
         )
-    return loader_like(
+    sliced = loader_like(
         loader,
         dataset=Subset(loader.dataset, list(indices)),
         batch_size=size,
-        shuffle=_shuffles(loader.sampler) if shuffle is None else shuffle,
+        shuffle=_shuffles(order_of(loader)) if shuffle is None else shuffle,
         drop_last=drop,
         generator=generator_copy(loader.generator),
         persistent_workers=persistent_workers and loader.num_workers > 0,
     )
+    if drop_last is not None or drop:
+        return sliced
+    # Training: the same order (its sampler, its generator), a lone last sample folded in.
+    return loader_like(
+        sliced,
+        batch_sampler=FoldedBatchSampler(sliced.sampler, size),
+        generator=sliced.generator,
+        persistent_workers=sliced.persistent_workers,
+    )
+
+
+class FoldedBatchSampler(BatchSampler):
+    """Batches of ``batch_size`` indices drawn from ``sampler``, in which a last batch of a
+    single sample is folded into the batch before it (that one then holds
+    ``batch_size + 1``). Every index is kept; a sampler of one index gives one batch of one.
+
+    Args:
+        sampler: the order of the indices (a ``RandomSampler`` draws a new one each pass).
+        batch_size: indices per batch.
+
+    Example:
+        >>> batches = FoldedBatchSampler(range(9), batch_size=4)
+        >>> list(batches), len(batches)
+        ([[0, 1, 2, 3], [4, 5, 6, 7, 8]], 2)
+    """
+
+    def __init__(self, sampler: Sampler[int] | Iterable[int], batch_size: int) -> None:
+        super().__init__(sampler, batch_size, drop_last=False)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        held: list[int] | None = None
+        for batch in super().__iter__():
+            if held is not None and len(batch) == 1 < self.batch_size:  # the last batch
+                yield held + batch
+                return
+            if held is not None:
+                yield held
+            held = batch
+        if held is not None:
+            yield held
+
+    def __len__(self) -> int:
+        full, rest = divmod(len(self.sampler), self.batch_size)  # type: ignore[arg-type]
+        if rest == 1 and full > 0:
+            return full
+        return full + int(rest > 0)
 
 
 def batch_size_of(loader: DataLoader, batch_size: int | None = None) -> int:
@@ -104,6 +167,12 @@ def batch_size_of(loader: DataLoader, batch_size: int | None = None) -> int:
     return int(
         batch_size or loader.batch_size or getattr(loader.batch_sampler, "batch_size", None) or 1
     )
+
+
+def order_of(loader: DataLoader) -> Any:
+    """The sampler that orders ``loader``'s samples: its batch sampler's when it has one (a
+    loader built with a ``batch_sampler`` keeps a plain ``SequentialSampler`` it never uses)."""
+    return getattr(loader.batch_sampler, "sampler", loader.sampler)
 
 
 def _shuffles(sampler: Any) -> bool:

@@ -22,18 +22,15 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import torch
 from torch import nn
 from torch.optim.swa_utils import update_bn
 
 from onthefly.errors import ConfigurationError
 from onthefly.forks._models import (
+    batches_on,
     check_models,
-    check_weights,
-    device_of,
     kept_modes,
-    merged_copy,
-    to_device,
+    weighted_copy,
     weighted_mean,
 )
 
@@ -70,12 +67,7 @@ def average(models: Sequence[nn.Module], weights: Sequence[float] | None = None)
         >>> soup = average([parent, specialist], weights=[3, 1])  # doctest: +SKIP
     """
     check_models(models)
-    values = check_weights(weights, len(models)) if weights is not None else [1.0] * len(models)
-
-    def mean(_: str, tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-        return weighted_mean(tensors, values)
-
-    return merged_copy(models, mean)
+    return weighted_copy(models, weights, lambda _, tensors, values: weighted_mean(tensors, values))
 
 
 def recompute_bn(
@@ -127,11 +119,10 @@ def recompute_bn(
             "BatchNorm statistics from (an exhausted iterator cannot be reused: pass a list or "
             "a DataLoader)"
         )
-    device = device_of(model)
     chosen = itertools.islice(itertools.chain([first], iterator), max_batches)
     # update_bn feeds ``batch[0]`` of a tuple to its module: wrapping each batch in a 1-tuple
     # hands the whole batch to a module that calls ``forward``.
-    wrapped = ((to_device(batch, device),) for batch in chosen)
+    wrapped = ((batch,) for batch in batches_on(model, chosen))
     with kept_modes(model):
         update_bn(wrapped, _Forwarding(model, forward or default_forward))
     return True

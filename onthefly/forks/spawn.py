@@ -31,11 +31,13 @@ from dataclasses import dataclass
 import torch
 from lightning.pytorch.utilities.seed import isolate_rng
 from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.data import DataLoader
 
 from onthefly.drivers import driver
 from onthefly.drivers.base import Budget, TrainerHost
 from onthefly.errors import ConfigurationError
+from onthefly.forks.slice_loader import batch_size_of
 from onthefly.forks.stream import ForkStream
 from onthefly.protocol import ForkState
 from onthefly.samples.slot import arm, armed_slot
@@ -162,9 +164,30 @@ def train_fork(
         with parent_untouched():
             train_copy(model, optimizer, loader, budget, [stream])
     except Exception as exc:  # the fork fails, the parent run goes on
-        log.warning("the fork %r failed: %s: %s", stream.name, type(exc).__name__, exc)
+        message = _failure(exc, model, loader)
+        log.warning("the fork %r failed: %s", stream.name, message)
         stream.flush()
-        duration = time.perf_counter() - started
-        return ForkOutcome("failed", stream.steps, duration, f"{type(exc).__name__}: {exc}")
+        return ForkOutcome("failed", stream.steps, time.perf_counter() - started, message)
     status: ForkState = "cancelled" if stream.cancelled_at is not None else "done"
     return ForkOutcome(status, stream.steps, time.perf_counter() - started)
+
+
+def _failure(exc: Exception, model: nn.Module, loader: DataLoader) -> str:
+    """What a fork's exception says, and why when batch normalisation met one-sample batches
+    (torch's own words name neither the slice nor the batch size)."""
+    message = f"{type(exc).__name__}: {exc}"
+    norms = any(isinstance(m, _BatchNorm) for m in model.modules())
+    if not isinstance(exc, ValueError) or not norms:
+        return message
+    if len(loader.dataset) == 1:  # type: ignore[arg-type]
+        why = "the slice has 1 sample"
+        expected = "a slice of at least 2 samples"
+    elif batch_size_of(loader) == 1:
+        why = "the fork trains in batches of 1 sample"
+        expected = "a batch_size of at least 2"
+    else:
+        return message
+    return (
+        f"{message} ({why}; a model with batch normalisation needs at least 2 samples per "
+        f"training batch; expected {expected})"
+    )

@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from onthefly.errors import ConfigurationError
-from onthefly.server.discovery import home_dir, process_alive
+from onthefly.server.discovery import home_dir, process_alive, write_private_json
 
 FILE_NAME = "hub.json"
 
@@ -81,10 +80,7 @@ def write_hub(hub: HubFile, home: str | os.PathLike[str] | None = None) -> Path:
     target = hub_path(home)
     try:
         target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-hub-", suffix=".json", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(asdict(hub), out)
-        os.replace(tmp, target)
+        write_private_json(target, asdict(hub))
     except OSError as exc:
         raise ConfigurationError(
             f"cannot write the hub's address in {target.parent} ({exc.strerror}); expected a "

@@ -22,12 +22,12 @@ import re
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 from urllib.parse import urlsplit
 
 from websockets.http11 import Request, Response
 from websockets.sync.server import ServerConnection
 
+from onthefly import environment
 from onthefly.errors import ConfigurationError
 from onthefly.hub.address import HubFile, hub_token, running_hub, write_hub
 from onthefly.hub.catalog import Catalog
@@ -168,12 +168,7 @@ class Hub:
     def __enter__(self) -> Hub:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _refresh(self) -> None:
@@ -234,19 +229,10 @@ def hub_port(port: int | None) -> int:
     """``port``, else ``ONTHEFLY_HUB_PORT``, else :data:`DEFAULT_PORT`.
 
     Raises:
-        ConfigurationError: ``ONTHEFLY_HUB_PORT`` is not a number.
+        ConfigurationError: ``ONTHEFLY_HUB_PORT`` is not a number, or the port is outside
+            0-65535.
     """
-    if port is not None:
-        return port
-    raw = os.environ.get(PORT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_PORT
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigurationError(
-            f"{PORT_ENV}={raw!r} is not a number; expected a port between 0 and 65535"
-        ) from None
+    return environment.port(port, PORT_ENV, DEFAULT_PORT)
 
 
 def serve_until_interrupted(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -11,6 +11,7 @@ from torch import nn
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from onthefly.errors import ConfigurationError
+from onthefly.native.options import LOOP_OPTIONS
 
 SCHEDULER_INTERVALS = ("epoch", "step")
 
@@ -28,6 +29,31 @@ def rank_and_world_size() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """Raise ``ConfigurationError`` for a keyword that is none of the loop's."""
+    unknown = sorted(set(options) - LOOP_OPTIONS)
+    if unknown:
+        raise ConfigurationError(
+            f"unknown Trainer arguments {unknown}; expected some of {sorted(LOOP_OPTIONS)}"
+        )
+
+
+def check_validation_interval(value: int | None) -> int:
+    """``val_every_n_epochs`` as an int >= 0 (``None``: 0, never)."""
+    if value is None:
+        return 0
+    if not isinstance(value, int) or value < 0:
+        raise ConfigurationError(f"val_every_n_epochs={value!r}; expected an int >= 0 (0: never)")
+    return value
+
+
+def check_clip_norm(value: float | None) -> float | None:
+    """``grad_clip_norm``: ``None`` (no clipping) or a number > 0."""
+    if value is not None and not value > 0:
+        raise ConfigurationError(f"grad_clip_norm={value!r}; expected > 0 or None")
+    return value
 
 
 def check_limits(max_epochs: int | None, max_steps: int | None) -> tuple[int | None, int]:

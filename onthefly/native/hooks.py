@@ -12,7 +12,6 @@ defaults every callback inherits from ``lightning.pytorch.Callback``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 _EMPTY_DEFAULTS = ("lightning.pytorch.callbacks.callback", "Callback")
@@ -101,12 +100,7 @@ class Paired:
         self._hooks.call(f"on_{self._level}_start", *self._end.args)
         return self._end
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         if exc_type is None:
             self._hooks.call(f"on_{self._level}_end", *self._end.args)
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-
 import torch
 
 from onthefly.errors import ConfigurationError
@@ -59,15 +57,10 @@ class Autocast:
         context.__enter__()
         self._open.append(context)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.dtype is None:
             return
-        self._open.pop().__exit__(exc_type, exc, traceback)
+        self._open.pop().__exit__(*exc)
 
 
 def make_autocast(precision: str, device: torch.device) -> Autocast:

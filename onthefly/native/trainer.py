@@ -11,18 +11,21 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch import nn
+from typing_extensions import Unpack
 
 from onthefly.distributed.group import failure, is_collective_failure
 from onthefly.distributed.launch import join_from_environment, wrap_model
 from onthefly.distributed.sharding import shard_loader
-from onthefly.errors import ConfigurationError
 from onthefly.native.config import (
+    check_clip_norm,
     check_fit_args,
     check_limits,
+    check_options,
+    check_validation_interval,
     rank_and_world_size,
 )
 from onthefly.native.device import resolve_device
@@ -31,18 +34,18 @@ from onthefly.native.hooks import Hooks, callback_list
 from onthefly.native.loop import FitLoop, LoopContext
 from onthefly.native.metrics import StageMetrics
 from onthefly.native.optimizer_steps import observe_steps
+from onthefly.native.options import LoopOptions
 from onthefly.native.precision import make_autocast, make_scaler, parse_precision
 from onthefly.native.progress import ProgressBar
 from onthefly.native.stages import Stages
 from onthefly.native.state import StepState
 from onthefly.native.step import DefaultEvaluationStep, DefaultTrainingStep, check_batch_keys
+from onthefly.native.step_registration import StepRegistration
 
 _log = logging.getLogger("onthefly")
 
-StepFn = TypeVar("StepFn", bound=Callable[..., Any])
 
-
-class Trainer:
+class Trainer(StepRegistration):
     """A minimal Lightning-like loop for plain PyTorch that drives Lightning callbacks.
 
     Callbacks get Lightning's hooks in Lightning's order (see ``docs/hook-order.md``) with the
@@ -59,26 +62,10 @@ class Trainer:
     exported and probed); the steps call ``state.model``, its DDP wrapper.
 
     Args:
-        max_epochs: stop after this many epochs (``None`` or ``-1``: no epoch limit).
-        max_steps: stop after this many optimizer steps (``None``: no step limit). One of the two
-            limits is required. Both stay writable during the run (``trainer.max_epochs``, or
-            Lightning's spelling ``trainer.fit_loop.max_epochs``).
-        val_every_n_epochs: validate on ``val_loader`` every n epochs; ``0`` never. ``None``
-            (not given) is ``0``, and ``fit`` with a ``val_loader`` then logs that validation
-            is off.
-        callbacks: Lightning callbacks (or any objects with Lightning-named hook methods).
-        precision: ``"32"``, ``"bf16-mixed"`` or ``"16-mixed"`` (autocast; a gradient scaler
-            only for ``"16-mixed"`` on CUDA).
-        device: where to train; default CUDA, else MPS, else CPU. Model and batches move there.
-        grad_clip_norm: clip the global gradient norm (default step only); ``None``: no clipping.
-        metrics: ``{"acc": torchmetrics.Accuracy(...)}``; updated by the default step with
-            ``(preds, target)``, computed at each epoch's end into ``callback_metrics``
-            (validation and test copies as ``val_acc`` / ``test_acc``). torchmetrics' input
-            checks read values back from the device; ``validate_args=False`` avoids that sync.
-        progress_bar: show a tqdm bar (epoch, step, loss) on stderr.
-        batch_keys: ``(input_key, target_key)`` of dict batches for the default steps;
-            ``None``: the common keys (``image``/``label``, ``input_ids``/``labels``, …; see
-            ``docs/per-sample.md``).
+        **options: the loop's keyword arguments, :class:`~onthefly.native.options.LoopOptions`
+            (each described there, with its default): ``max_epochs``, ``max_steps`` (one of
+            the two is required), ``val_every_n_epochs``, ``callbacks``, ``precision``,
+            ``device``, ``grad_clip_norm``, ``metrics``, ``progress_bar``, ``batch_keys``.
         ranks: ``(global rank, world size)`` to train as; ``None`` (default): the process
             group's, if any (see :meth:`nested`).
 
@@ -92,32 +79,17 @@ class Trainer:
     """
 
     def __init__(
-        self,
-        max_epochs: int | None = None,
-        max_steps: int | None = None,
-        val_every_n_epochs: int | None = None,
-        callbacks: Sequence[object] | object = (),
-        precision: str | int = "32",
-        device: str | torch.device | None = None,
-        grad_clip_norm: float | None = None,
-        metrics: Mapping[str, Any] | None = None,
-        progress_bar: bool = True,
-        batch_keys: tuple[str, str] | None = None,
-        ranks: tuple[int, int] | None = None,
+        self, *, ranks: tuple[int, int] | None = None, **options: Unpack[LoopOptions]
     ) -> None:
-        self._validation_given = val_every_n_epochs is not None
-        if val_every_n_epochs is None:
-            val_every_n_epochs = 0
-        if not isinstance(val_every_n_epochs, int) or val_every_n_epochs < 0:
-            raise ConfigurationError(
-                f"val_every_n_epochs={val_every_n_epochs!r}; expected an int >= 0 (0: never)"
-            )
-        if grad_clip_norm is not None and not grad_clip_norm > 0:
-            raise ConfigurationError(f"grad_clip_norm={grad_clip_norm!r}; expected > 0 or None")
-        self.val_every_n_epochs = val_every_n_epochs
-        self.precision = parse_precision(precision)
-        self.device = join_from_environment(resolve_device(device))
-        self.fit_loop = FitLoop(self, *check_limits(max_epochs, max_steps))
+        check_options(options)
+        given = options.get("val_every_n_epochs")
+        self._validation_given = given is not None
+        self.val_every_n_epochs = check_validation_interval(given)
+        grad_clip_norm = check_clip_norm(options.get("grad_clip_norm"))
+        self.precision = parse_precision(options.get("precision", "32"))
+        self.device = join_from_environment(resolve_device(options.get("device")))
+        limits = check_limits(options.get("max_epochs"), options.get("max_steps"))
+        self.fit_loop = FitLoop(self, *limits)
 
         # TrainerHost: the surface callbacks may touch.
         self.current_epoch = 0
@@ -142,11 +114,11 @@ class Trainer:
         self.evaluation_label: str | None = None
         self.resume_from: str | os.PathLike[str] | None = None
 
-        self.callbacks: list[object] = callback_list(callbacks)
+        self.callbacks: list[object] = callback_list(options.get("callbacks", ()))
         self._hooks = Hooks(self, self.callbacks)
-        self._metrics = StageMetrics(metrics, self.device)
-        self._progress = ProgressBar(progress_bar and self.is_global_zero)
-        self.batch_keys = check_batch_keys(batch_keys)
+        self._metrics = StageMetrics(options.get("metrics"), self.device)
+        self._progress = ProgressBar(options.get("progress_bar", True) and self.is_global_zero)
+        self.batch_keys = check_batch_keys(options.get("batch_keys"))
         self._default_step = DefaultTrainingStep(self._hooks, grad_clip_norm, self.batch_keys)
         self._training_step: Callable[[Any, StepState], Any] = self._default_step
         self._stages = Stages(
@@ -195,54 +167,6 @@ class Trainer:
         """Total gradient norm (before clipping) at the last default step when
         ``grad_clip_norm`` is set; ``None`` otherwise. A tensor: reading it syncs."""
         return self._default_step.grad_norm
-
-    # --- steps ----------------------------------------------------------------------------
-
-    def training_step(self, fn: StepFn) -> StepFn:
-        """Register ``fn(batch, state) -> dict`` as the training step (a decorator).
-
-        ``fn`` owns the update: it zeroes gradients, calls backward and steps the optimizer
-        (through ``state.scaler``) when it wants to, e.g. every 4 micro-batches. The trainer
-        counts the optimizer's real steps in ``global_step`` and fires
-        ``on_before_optimizer_step`` before each; ``state.backward(loss)`` fires the backward
-        hooks. The returned dict must hold ``"loss"``; other keys go to ``callback_metrics``.
-        ``state`` reads as attributes (``state.optimizer``) or as a mapping
-        (``state["optimizer"]``, as steps written for the original OnTheFly do).
-
-        Args:
-            fn: the step function; returned unchanged.
-
-        Raises:
-            ConfigurationError: when ``fn`` is not callable.
-
-        Example:
-            >>> @trainer.training_step
-            ... def step(batch, state):
-            ...     x, y = batch
-            ...     loss = state.loss_fn(state.model(x), y)
-            ...     loss.backward()
-            ...     state.optimizer.step()
-            ...     state.optimizer.zero_grad()
-            ...     return {"loss": loss}
-        """
-        self._training_step = _callable(fn, "training_step")
-        self._custom_training_step = True
-        return fn
-
-    def validation_step(self, fn: StepFn) -> StepFn:
-        """Register ``fn(batch, state) -> dict`` as the validation and test step (a decorator).
-
-        It runs in eval mode under ``torch.no_grad()``; the dict must hold ``"loss"`` (averaged
-        over samples, weighted by batch size).
-
-        Args:
-            fn: the step function; returned unchanged.
-
-        Raises:
-            ConfigurationError: when ``fn`` is not callable.
-        """
-        self._stages.step = _callable(fn, "validation_step")
-        return fn
 
     # --- running ----------------------------------------------------------------------------
 
@@ -471,11 +395,3 @@ class Trainer:
 
     def _count_step(self) -> None:
         self.global_step += 1
-
-
-def _callable(fn: Any, name: str) -> Any:
-    if not callable(fn):
-        raise ConfigurationError(
-            f"@trainer.{name} got {fn!r}; expected a function fn(batch, state) -> dict"
-        )
-    return fn

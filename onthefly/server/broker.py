@@ -60,6 +60,9 @@ logger = logging.getLogger("onthefly.server")
 RING_SIZE = 100_000
 """Events kept for replay to clients that reconnect with ``since``."""
 
+_STATUS_FIELDS = set(StatusReply.model_fields) & set(RunInfo.model_fields)
+"""What a ``status`` reply tells of the run asked about: the fields it shares with RunInfo."""
+
 
 @dataclass(eq=False)
 class Client:
@@ -274,16 +277,7 @@ class Broker:
             infos = self._runs.infos()
             seq = self._seq
         target = next(info for info in infos if info.run == run)
-        return StatusReply(
-            runs=infos,
-            seq=seq,
-            run=run,
-            state=target.state,
-            step=target.step,
-            epoch=target.epoch,
-            latest=target.latest,
-            alerts=target.alerts,
-        )
+        return StatusReply(runs=infos, seq=seq, **target.model_dump(include=_STATUS_FIELDS))
 
     def _hand_over(self, client: Client, command: Command, run: str) -> None:
         with self._lock:

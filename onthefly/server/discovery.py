@@ -17,6 +17,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -66,6 +67,27 @@ def sessions_dir(home: str | os.PathLike[str] | None = None) -> Path:
     return home_dir(home) / "sessions"
 
 
+def write_private_json(target: Path, value: Any) -> None:
+    """Write ``value`` as JSON to ``target`` atomically, readable by this user only.
+
+    The JSON goes to a temporary file beside ``target`` (``mkstemp`` creates it ``0600``, so a
+    token in it is never readable by others), which is then renamed over ``target``: readers
+    see the old file or the new one, never half of one.
+
+    Raises:
+        OSError: the folder cannot be written (no temporary file is left behind).
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{target.stem}-", suffix=".json", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(value, out)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def write_session(info: SessionFile, home: str | os.PathLike[str] | None = None) -> Path:
     """Write ``info`` atomically as ``<pid>-<port>.json`` (mode 0600) and return its path.
 
@@ -81,11 +103,7 @@ def write_session(info: SessionFile, home: str | os.PathLike[str] | None = None)
             path.mkdir(mode=0o700, exist_ok=True)
         _make_private(folder)
         target = folder / f"{info.pid}-{info.port}.json"
-        # mkstemp creates the file 0600, so the token is never readable by others.
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(asdict(info), out)
-        os.replace(tmp, target)
+        write_private_json(target, asdict(info))
     except OSError as exc:
         raise ConfigurationError(
             f"cannot write the session file in {folder} ({exc.strerror}); "

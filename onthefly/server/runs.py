@@ -258,11 +258,7 @@ def render_snapshot(capture: Capture, session: str, max_points: int | None) -> b
             **info.model_dump(),
             series={key: decimate(window, max_points) for key, window in windows.items()},
             epoch_starts=epoch_starts,
-            hparam_changes=more.hparam_changes,
-            health=more.health,
-            lineage=more.lineage,
-            alert_history=more.alert_history,
-            clock=more.clock,
+            **vars(more),  # the snapshot's fields besides the info and the series
         )
         for (info, epoch_starts, windows), more in zip(capture.runs, extras, strict=True)
     ]

@@ -18,8 +18,8 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 
+from onthefly import environment
 from onthefly.errors import ConfigurationError
 from onthefly.protocol import EventBody, LogBody, LogRecord, RunInfo, RunStartedBody, Snapshot
 from onthefly.server.admission import Limits
@@ -94,7 +94,7 @@ class SessionServer:
                 "only listens on the loopback interface)"
             )
         self.project = project
-        self._requested_port = _resolve_port(port)
+        self._requested_port = environment.port(port, "ONTHEFLY_PORT", DEFAULT_PORT)
         self._home = home
         self._quiet = quiet
         self._viewing = viewing
@@ -196,12 +196,7 @@ class SessionServer:
     def __enter__(self) -> SessionServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ----------------------------------------------------------------------------- training side
@@ -346,19 +341,3 @@ class SessionServer:
             return
         self._announced.add(kind)
         announce(f"[onthefly] dashboard connected ({kind}) on ws://{HOST}:{self.port}")
-
-
-def _resolve_port(port: int | None) -> int:
-    if port is None:
-        raw = os.environ.get("ONTHEFLY_PORT", "").strip()
-        if not raw:
-            return DEFAULT_PORT
-        try:
-            port = int(raw)
-        except ValueError:
-            raise ConfigurationError(
-                f"ONTHEFLY_PORT={raw!r} is not a number; expected a port between 0 and 65535"
-            ) from None
-    if not 0 <= port <= 65535:
-        raise ConfigurationError(f"port {port} is out of range; expected 0-65535")
-    return port

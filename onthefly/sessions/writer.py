@@ -18,7 +18,6 @@ import shutil
 import tempfile
 import zipfile
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from onthefly.errors import SessionFileError
@@ -66,12 +65,7 @@ class ArchiveWriter:
     def __enter__(self) -> ArchiveWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if not self._committed:
             self.abort()
         if isinstance(exc, OSError):

@@ -225,6 +225,27 @@ def test_a_failing_fork_is_marked_failed_and_the_parent_goes_on(onthefly_home: P
     assert len(run.losses) == PAUSE_AT + 20
 
 
+def test_a_batch_norm_model_forks_on_a_slice_one_sample_past_its_batches(
+    onthefly_home: Path,
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def script(client: LiveClient, trainer: Any) -> None:
+        # 3 * 64 + 1 samples: cut as the batch size says, the last batch holds one sample.
+        seen["fork"] = _fork(client, "odd", indices=HARD[:193], epochs=1)
+        seen["lone"] = _fork(client, "lone", indices=HARD[:1], steps=1)
+
+    run = native_run(onthefly_home, script)
+    fork, lone = seen["fork"], seen["lone"]
+    assert fork["status"] == "done", fork["message"]
+    assert fork["steps"] == 3 and fork["hparams"]["batch_size"] == 64 and fork["has_weights"]
+    assert lone["status"] == "failed" and lone["steps"] == 0
+    assert lone["message"].startswith("ValueError: ")
+    assert "the slice has 1 sample" in lone["message"]
+    assert "expected a slice of at least 2 samples" in lone["message"]
+    assert len(run.losses) == PAUSE_AT + 20
+
+
 # ---------------------------------------------------------------------------- slices
 
 

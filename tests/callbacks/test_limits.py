@@ -13,9 +13,8 @@ from onthefly.callbacks.limits import (
     deferred,
     extended,
     is_final_step,
-    read_limits,
-    write_limits,
 )
+from onthefly.drivers import driver
 from tests.callbacks.models import lightning_trainer
 
 
@@ -78,29 +77,31 @@ class Host:
 
 def test_a_deferred_extension_is_applied_where_the_planned_run_ends() -> None:
     trainer = Host(max_epochs=3, max_steps=-1)
-    assert defer(trainer, epochs=None, steps=20) == Extension(steps=20)
-    assert defer(trainer, epochs=None, steps=5) == Extension(steps=25)  # requests add up
+    run = driver(trainer)
+    assert defer(run, epochs=None, steps=20) == Extension(steps=20)
+    assert defer(driver(trainer), epochs=None, steps=5) == Extension(steps=25)  # they add up
     trainer.current_epoch, trainer.global_step = 2, 29
-    assert not apply_deferred(trainer, batch_idx=8)  # not the end yet
-    assert not is_final_step(trainer, batch_idx=9)  # the run goes on past its old end
+    assert not apply_deferred(run, batch_idx=8)  # not the end yet
+    assert not is_final_step(run, batch_idx=9)  # the run goes on past its old end
     trainer.global_step = 30
-    assert apply_deferred(trainer, batch_idx=9)
-    assert read_limits(trainer) == Limits(UNLIMITED, 55) and deferred(trainer) is None
+    assert apply_deferred(run, batch_idx=9)
+    assert run.limits() == Limits(UNLIMITED, 55) and deferred(run) is None
 
 
 def test_an_epoch_limit_without_a_loader_length_is_reached_at_the_epoch_end() -> None:
     trainer = Host(max_epochs=2, max_steps=-1)
     trainer.train_loader = iter([])  # type: ignore[assignment]  # no length
-    defer(trainer, epochs=1, steps=None)
+    run = driver(trainer)
+    defer(run, epochs=1, steps=None)
     trainer.current_epoch = 1
-    assert not apply_deferred(trainer, batch_idx=99)
-    assert apply_deferred(trainer, at_epoch_end=True)
-    assert read_limits(trainer) == Limits(3, UNLIMITED)
+    assert not apply_deferred(run, batch_idx=99)
+    assert apply_deferred(run, at_epoch_end=True)
+    assert run.limits() == Limits(3, UNLIMITED)
 
 
 def test_limits_round_trip_on_a_lightning_trainer() -> None:
     trainer = lightning_trainer(max_epochs=3, max_steps=40)
-    assert read_limits(trainer) == Limits(3, 40)
-    write_limits(trainer, Limits(5, UNLIMITED))
+    assert driver(trainer).limits() == Limits(3, 40)
+    driver(trainer).set_limits(Limits(5, UNLIMITED))
     assert (trainer.max_epochs, trainer.max_steps) == (5, -1)
-    assert read_limits(trainer) == Limits(5, UNLIMITED)
+    assert driver(trainer).limits() == Limits(5, UNLIMITED)

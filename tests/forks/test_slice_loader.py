@@ -6,10 +6,19 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, TensorDataset
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset, Subset, TensorDataset
 
 from onthefly.errors import ConfigurationError
-from onthefly.forks.slice_loader import check_indices, subset_loader, training_data
+from onthefly.forks.slice_loader import (
+    FoldedBatchSampler,
+    batch_size_of,
+    check_indices,
+    order_of,
+    subset_loader,
+    training_data,
+)
 from onthefly.sessions.data_position import TrackedLoader
 from tests.loaders import collate, configured_loader, init_worker
 
@@ -26,7 +35,7 @@ def test_the_subset_loader_keeps_the_parent_loaders_settings() -> None:
     assert (loader.batch_size, loader.num_workers, loader.drop_last) == (3, 2, True)
     assert loader.collate_fn is collate and loader.worker_init_fn is init_worker
     assert (loader.pin_memory, loader.timeout, loader.prefetch_factor) == (True, 7, 3)
-    assert isinstance(loader.sampler, torch.utils.data.RandomSampler)
+    assert isinstance(order_of(loader), torch.utils.data.RandomSampler)
     assert not loader.persistent_workers  # a fork's workers end with the fork
     smaller = subset_loader(parent, [1, 2, 3], batch_size=2, drop_last=False, shuffle=False)
     assert (smaller.batch_size, smaller.drop_last) == (2, False)
@@ -57,8 +66,67 @@ def test_a_rank_s_share_becomes_a_slice_of_the_whole_dataset(shuffle: bool) -> N
     parent = DataLoader(data, batch_size=4, sampler=sampler)
     loader = subset_loader(parent, [0, 1, 18, 19])  # indices of the whole dataset
     expected = torch.utils.data.RandomSampler if shuffle else torch.utils.data.SequentialSampler
-    assert type(loader.sampler) is expected  # no DistributedSampler: rank 0 trains it all
+    assert type(order_of(loader)) is expected  # no DistributedSampler: rank 0 trains it all
     assert sorted(next(iter(loader))[1].tolist()) == [0, 1, 18, 19]
+
+
+def _batches(loader: DataLoader) -> list[list[int]]:
+    return [labels.tolist() for _, labels in loader]
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_a_training_slice_folds_a_last_single_sample_into_the_batch_before(shuffle: bool) -> None:
+    parent = DataLoader(_data(200), batch_size=64, shuffle=shuffle)
+    indices = list(range(3, 196))  # 3 * 64 + 1 samples
+    loader = subset_loader(parent, indices)
+    batches = _batches(loader)
+    assert [len(b) for b in batches] == [64, 64, 65] and len(loader) == 3
+    assert sorted(i for b in batches for i in b) == indices  # every sample, once
+    assert (batches[0] == indices[:64]) is not shuffle
+    assert batch_size_of(loader) == 64 and not loader.persistent_workers
+
+
+def test_the_folded_order_is_the_one_the_parent_generator_would_draw() -> None:
+    parent = DataLoader(
+        _data(), batch_size=4, shuffle=True, generator=torch.Generator().manual_seed(3)
+    )
+    indices = [1, 3, 5, 7, 9, 11, 13, 15, 17]  # 2 * 4 + 1 samples
+    folded = [i for b in _batches(subset_loader(parent, indices)) for i in b]
+    plain = DataLoader(
+        Subset(parent.dataset, indices),
+        batch_size=4,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(3),
+    )
+    assert folded == [i for b in _batches(plain) for i in b]
+
+
+def test_evaluation_slices_keep_their_batches_as_cut() -> None:
+    parent = DataLoader(_data(200), batch_size=64)
+    loader = subset_loader(parent, list(range(193)), shuffle=False, drop_last=False)
+    assert [len(b) for b in _batches(loader)] == [64, 64, 64, 1] and len(loader) == 4
+    dropping = subset_loader(DataLoader(_data(200), batch_size=64, drop_last=True), range(193))
+    assert [len(b) for b in _batches(dropping)] == [64, 64, 64]
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(1, 150), batch=st.integers(1, 40), shuffle=st.booleans())
+def test_a_training_slice_has_no_single_sample_batch_unless_that_is_all(
+    size: int, batch: int, shuffle: bool
+) -> None:
+    parent = DataLoader(_data(150), batch_size=batch, shuffle=shuffle)
+    loader = subset_loader(parent, list(range(size)))
+    lengths = [len(b) for b in _batches(loader)]
+    assert sum(lengths) == size and len(lengths) == len(loader)
+    assert all(n == batch for n in lengths[:-1]) and lengths[-1] <= batch + 1
+    if size > 1 and batch > 1:
+        assert 1 not in lengths
+
+
+def test_the_folded_batch_sampler_keeps_a_lone_sample() -> None:
+    assert list(FoldedBatchSampler(range(1), batch_size=4)) == [[0]]
+    assert list(FoldedBatchSampler(range(3), batch_size=1)) == [[0], [1], [2]]
+    assert len(FoldedBatchSampler(range(8), batch_size=4)) == 2
 
 
 def test_indices_are_checked_against_the_dataset() -> None:

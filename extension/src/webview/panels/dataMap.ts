@@ -20,8 +20,7 @@ import { dataMapCloud, selectionName, type PointCloud } from '../sampleData';
 import { cssRgb, MARGIN, ramp, type Extent } from '../scatter';
 import { ScatterView } from '../scatterView';
 import { AckLines, type Send } from './controls';
-import { describeSelection } from './lossHistogram';
-import type { ForkOpener } from './samples';
+import { describeSelection, type ForkOpener } from './selections';
 
 export type Region = 'easy' | 'ambiguous' | 'hard' | 'mislabeled';
 export const REGIONS: Region[] = ['easy', 'ambiguous', 'hard', 'mislabeled'];

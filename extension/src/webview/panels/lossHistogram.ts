@@ -8,13 +8,13 @@
  */
 import { formatNumber, h } from '../dom';
 import { binAt, binsForWidth, dragRange, drawCountAxis, drawHistogram, type LossRange } from '../histogram';
-import { replyOf, type OutcomeOf } from '../../common/replies';
+import { replyOf } from '../../common/replies';
 import type { HistogramReply } from '../../protocol.gen';
 import { selectionName, type SampleSplit } from '../sampleData';
 import { SPLIT_COLORS } from '../palette';
 import { fitCanvas } from '../scatter';
 import { AckLines, type Send } from './controls';
-import type { ForkOpener } from './samples';
+import { describeSelection, type ForkOpener } from './selections';
 
 /** Drags shorter than this many CSS pixels are clicks, not regions. */
 const MIN_DRAG_PX = 3;
@@ -24,15 +24,6 @@ export interface HistogramHooks {
   /** A selection named `name` was made in run `runKey`. */
   selected(runKey: string, name: string): void;
   fork: ForkOpener;
-}
-
-/** What a `select` reply says, e.g. `selected hard: 120 samples, loss 2.1 – 7.5`. */
-export function describeSelection(outcome: OutcomeOf<'select'>): string {
-  if (!outcome.ok) return `select failed: ${outcome.message} (${outcome.code})`;
-  const d = outcome.data;
-  const head = `selected ${d.name}: ${d.size} samples`;
-  if (d.loss_min === null || d.loss_max === null) return head;
-  return `${head}, loss ${formatNumber(d.loss_min)} – ${formatNumber(d.loss_max)}`;
 }
 
 /** What to do when a split has no per-sample losses yet. */

@@ -14,7 +14,7 @@ import type { RowColumn } from '../sampleData';
 import { confirmReplace, refusedAsExisting } from '../overwrite';
 import { PreviewCache, previewElement } from '../samplePreview';
 import { AckLines, type Send } from './controls';
-import type { ForkOpener } from './samples';
+import type { ForkOpener } from './selections';
 
 /** The columns in the order shown: the sample's identity first, then its numbers. */
 export const SHOWN_COLUMNS: readonly RowColumn[] = ['index', 'label', 'loss', 'correct', 'confidence', 'variability', 'margin', 'count'];

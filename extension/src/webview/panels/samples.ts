@@ -17,6 +17,7 @@ import { DataMapPanel } from './dataMap';
 import { ExplorerPanel } from './explorer';
 import { LossHistogramPanel } from './lossHistogram';
 import { SampleTable } from './sampleTable';
+import type { ForkOpener } from './selections';
 import { ScanBar } from './scanBar';
 
 export interface SamplesHooks {
@@ -28,8 +29,6 @@ export interface SamplesHooks {
   /** Open the fork dialog on train selection `name` (`size` samples) of run `runKey`. */
   fork: ForkOpener;
 }
-
-export type ForkOpener = (runKey: string, name: string, size: number | null) => void;
 
 /** Seconds between two refreshes of the histogram and the data map while a run trains. */
 export const TRAINING_REFRESH_MS = 5000;
