@@ -70,7 +70,6 @@ class SampleTracker(Callback):
 
         Example:
             >>> from onthefly.callbacks.session import RunSession
-    from onthefly.drivers import driver
             >>> tracker = SampleTracker(RunSession("demo"))  # usually created by ``OnTheFly``
     """
 
