@@ -17,8 +17,11 @@ FOREGROUND = Path(__file__).resolve().parents[2] / "scripts" / "foreground.py"
 # The child restores Ctrl+C itself: the suite may run with SIGINT ignored (nohup).
 CHILD = (
     "import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-    "print('ready', flush=True)\n"
-    "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('caught', flush=True)\n"
+    "try:\n"
+    "    print('ready', flush=True)\n"  # inside the try: the Ctrl+C may come at once
+    "    time.sleep(60)\n"
+    "except KeyboardInterrupt:\n"
+    "    print('caught', flush=True)\n"
 )
 
 
