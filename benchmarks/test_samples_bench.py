@@ -257,7 +257,7 @@ def test_export_a_million_rows_to_parquet(benchmark: Any, tmp_path: Path) -> Non
     path = export.target_path(tmp_path, "million", "parquet")
 
     def run() -> None:
-        export.write(export.table(view, classes=True), path, "parquet")
+        export.write(export.table(view, classes=True), path, "parquet", overwrite=True)
 
     benchmark.pedantic(run, rounds=3, iterations=1)
     benchmark.extra_info["seconds[1M rows -> parquet]"] = benchmark.stats.stats.median

@@ -304,6 +304,7 @@ def _measure(work: Workload) -> dict[str, PerStep]:
     }
 
 
+@pytest.mark.timeout(1800)  # the CNN's rounds take minutes on a slow 2-core machine
 @pytest.mark.parametrize("work", WORKLOADS, ids=[w.name for w in WORKLOADS])
 def test_training_overhead(benchmark: Any, work: Workload) -> None:
     torch.set_num_threads(1)
