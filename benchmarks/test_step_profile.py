@@ -84,7 +84,6 @@ class _Window(pl.Callback):
         self.start = 0.0
         self.wall = 0.0
         self.threads_before: dict[int, float] = {}
-        self.other_threads_s = 0.0
         self.threads: dict[str, float] = defaultdict(float)
 
     def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
@@ -100,13 +99,12 @@ class _Window(pl.Callback):
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         self.timers.active = False
-        after, main = _thread_cpu(), _main_thread_id()
+        after, main = _thread_cpu(), threading.main_thread().native_id
         names = {thread.native_id: thread.name for thread in threading.enumerate()}
         for tid, cpu in after.items():
             if tid != main:
                 name = _thread_kind(names.get(tid, "ended"))
                 self.threads[name] += cpu - self.threads_before.get(tid, 0.0)
-        self.other_threads_s = sum(self.threads.values())
 
 
 def _thread_cpu() -> dict[int, float]:
@@ -125,10 +123,6 @@ def _thread_cpu() -> dict[int, float]:
 
 def _thread_kind(name: str) -> str:
     return re.sub(r"[-_ ]?\d+$", "", re.sub(r" \(.*\)$", "", name))
-
-
-def _main_thread_id() -> int:
-    return os.getpid()
 
 
 def _time_parts(callback: OnTheFly, timers: Timers) -> None:
@@ -205,7 +199,7 @@ def profile(driver: str, work: Workload) -> dict[str, float]:
         figures["us[hook dispatch]"] = per_step["hook dispatch + hooks"] - parts
     if "data position + fetch" in per_step:
         figures["us[data position]"] = per_step["data position + fetch"] - per_step["fetch"]
-    figures["us[other threads' CPU]"] = window.other_threads_s / window.steps * 1e6
+    figures["us[other threads' CPU]"] = sum(window.threads.values()) / window.steps * 1e6
     for name, seconds in window.threads.items():
         figures[f"us[thread {name}]"] = seconds / window.steps * 1e6
     figures["us[step, timed]"] = window.wall / window.steps * 1e6

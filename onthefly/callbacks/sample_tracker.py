@@ -57,20 +57,20 @@ PER_SAMPLE_KEY = "per_sample_loss"
 class SampleTracker(Callback):
     """Records per-sample training losses and answers the per-sample commands.
 
-        Args:
-            session: the run's shared session.
-            inputs: returns what the user gave besides the trainer (loss function, loaders).
-            embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding used by
-                scans for clustering and the data explorer; ``None`` uses small model outputs.
-            describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
-                dashboard shows of a sample (``sample_preview``); ``None`` shows the dataset's
-                item itself (see :mod:`onthefly.samples.preview`).
-            flush_every_steps: copy buffered values to the host every this many batches …
-            flush_every_s: … or this many seconds, whichever comes first.
+    Args:
+        session: the run's shared session.
+        inputs: returns what the user gave besides the trainer (loss function, loaders).
+        embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding used by
+            scans for clustering and the data explorer; ``None`` uses small model outputs.
+        describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
+            dashboard shows of a sample (``sample_preview``); ``None`` shows the dataset's
+            item itself (see :mod:`onthefly.samples.preview`).
+        flush_every_steps: copy buffered values to the host every this many batches …
+        flush_every_s: … or this many seconds, whichever comes first.
 
-        Example:
-            >>> from onthefly.callbacks.session import RunSession
-            >>> tracker = SampleTracker(RunSession("demo"))  # usually created by ``OnTheFly``
+    Example:
+        >>> from onthefly.callbacks.session import RunSession
+        >>> tracker = SampleTracker(RunSession("demo"))  # usually created by ``OnTheFly``
     """
 
     def __init__(

@@ -127,13 +127,13 @@ class TrackedIterator(Iterator[Any]):
             state, batch = self._replay.popleft()
             self._history.append((self.fetched, state))
         else:
-            if self._main_process and self._keeps_state():
+            keep = self._main_process and self._keeps_state()
+            if keep:
                 first = self.fetched == self.start_batch
                 self._history.append((self.fetched, self._draws.before(self.loader, first)))
-                batch = next(self.inner)
+            batch = next(self.inner)
+            if keep:
                 self._draws.after()
-            else:
-                batch = next(self.inner)
         self.fetched += 1
         return batch
 

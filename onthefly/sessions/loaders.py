@@ -180,11 +180,9 @@ def _tracked(trainer: TrainerHost) -> list[TrackedLoader]:
 
 
 def _iterators(trainer: TrainerHost) -> list[Any]:
-    live = driver(trainer).live_train_iterators()
+    run = driver(trainer)
+    live = run.live_train_iterators()
     if live is not None:
         return list(live)
     # The trainer keeps no iterator of its own: the wrappers know theirs.
-    return [
-        x.iterator if isinstance(x, TrackedLoader) else None
-        for x in driver(trainer).train_loaders()
-    ]
+    return [x.iterator if isinstance(x, TrackedLoader) else None for x in run.train_loaders()]

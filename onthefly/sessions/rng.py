@@ -78,17 +78,14 @@ def restore(state: RngState) -> None:
 
 
 def changed(before: RngState, after: RngState) -> set[str]:
-    """The global CPU generators whose state differs between two captures of them."""
+    """The global CPU generators whose state differs between two full captures."""
     found = set()
-    if before.get("python") != after.get("python"):
+    if before["python"] != after["python"]:
         found.add("python")
-    if "numpy" in before or "numpy" in after:
-        kind_a, keys_a, *rest_a = before.get("numpy", ("", torch.empty(0), None, None, None))
-        kind_b, keys_b, *rest_b = after.get("numpy", ("", torch.empty(0), None, None, None))
-        if kind_a != kind_b or rest_a != rest_b or not torch.equal(keys_a, keys_b):
-            found.add("numpy")
-    if "torch" in before or "torch" in after:
-        a, b = before.get("torch"), after.get("torch")
-        if a is None or b is None or not torch.equal(a, b):
-            found.add("torch")
+    kind_a, keys_a, *rest_a = before["numpy"]
+    kind_b, keys_b, *rest_b = after["numpy"]
+    if kind_a != kind_b or rest_a != rest_b or not torch.equal(keys_a, keys_b):
+        found.add("numpy")
+    if not torch.equal(before["torch"], after["torch"]):
+        found.add("torch")
     return found
