@@ -12,6 +12,7 @@ every query reads.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -76,11 +77,12 @@ class TrainingStats:
         keep = ~np.isnan(chunk.loss) & (chunk.ids >= 0)
         if not keep.any():
             return
-        ids = chunk.ids[keep]
-        self._grow(int(ids.max()) + 1)
+        ids = chunk.ids
         columns = [chunk.loss, chunk.step, chunk.epoch, chunk.correct, chunk.label]
-        columns = [column[keep] for column in columns]
-        for rows in _rounds(ids, self.size):
+        if not keep.all():
+            ids, columns = ids[keep], [column[keep] for column in columns]
+        self._grow(int(ids.max()) + 1)
+        for rows in _rounds(ids, columns[2], self.size):
             self._fold(ids[rows], *(column[rows] for column in columns))
         self.last_step = max(self.last_step, int(chunk.step.max()))
 
@@ -137,18 +139,30 @@ def _empty(name: str, size: int) -> np.ndarray:
     return np.full(size, fill, dtype=_DTYPES[name])
 
 
-def _rounds(ids: np.ndarray, size: int) -> list[np.ndarray]:
-    """The chunk's positions in rounds of distinct ids, in order: every id's first
-    observation, then every second one, and so on (positions stay in chunk order).
+def _rounds(ids: np.ndarray, epoch: np.ndarray, size: int) -> list[slice] | list[np.ndarray]:
+    """The chunk's positions in rounds of distinct ids, in order, so that each id's
+    observations are folded in chunk order.
 
-    Within an epoch every id comes once, so the distinct case is checked first, in O(n),
-    sparing the sort of the general case.
+    Within an epoch every id comes once, so the chunk's epochs are tried first, in O(n): each
+    a slice of the chunk (a view, nothing copied). Otherwise (a sampler that draws with
+    replacement, ids repeated within an epoch), every id's first observation, then every
+    second one, and so on, found by a sort (positions stay in chunk order).
     """
-    positions = np.arange(ids.shape[0])
+    cuts = np.flatnonzero(epoch[1:] != epoch[:-1]) + 1
+    bounds = [0, *cuts.tolist(), ids.shape[0]]
     slots = np.empty(size, np.int64)
-    slots[ids] = positions
-    if (slots[ids] == positions).all():  # a repeated id keeps only one of its positions
-        return [positions]
+    epochs: list[slice] = []
+    for start, stop in itertools.pairwise(bounds):
+        part, positions = ids[start:stop], np.arange(start, stop)
+        slots[part] = positions
+        if not (slots[part] == positions).all():  # a repeated id keeps only one position
+            return _repeat_rounds(ids)
+        epochs.append(slice(start, stop))
+    return epochs
+
+
+def _repeat_rounds(ids: np.ndarray) -> list[np.ndarray]:
+    positions = np.arange(ids.shape[0])
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
     starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])

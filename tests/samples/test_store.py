@@ -138,3 +138,28 @@ def test_the_statistics_do_not_depend_on_where_chunks_begin_and_end() -> None:
     for other in states[1:]:
         for name, array in states[0].items():
             assert np.array_equal(array, other[name], equal_nan=True), name
+
+
+@pytest.mark.parametrize("with_replacement", [False, True], ids=["epochs", "repeats"])
+def test_a_chunk_of_several_epochs_folds_as_one_observation_at_a_time(
+    with_replacement: bool,
+) -> None:
+    # A chunk often spans an epoch boundary: each epoch is a round of distinct ids, folded
+    # without a sort; a sampler drawing with replacement repeats ids within an epoch.
+    rng = np.random.default_rng(2)
+    draw = (lambda: rng.integers(0, 30, 30)) if with_replacement else (lambda: rng.permutation(30))
+    ids = np.concatenate([draw() for _ in range(4)])
+    chunk = Chunk(
+        ids=ids,
+        loss=rng.random(len(ids)).astype(np.float32),
+        correct=rng.integers(0, 2, len(ids)).astype(np.float32),
+        label=np.full(len(ids), np.nan),
+        step=np.arange(len(ids), dtype=np.int64) // 6 + 1,
+        epoch=np.repeat(np.arange(4, dtype=np.int32), 30),
+    )
+    whole, one_by_one = TrainingStats(), TrainingStats()
+    whole.update(chunk)
+    for i in range(len(ids)):
+        one_by_one.update(Chunk(*(np.asarray(f)[i : i + 1] for f in dataclasses.astuple(chunk))))
+    for name, array in whole.arrays.items():
+        assert np.array_equal(array[:30], one_by_one.arrays[name][:30], equal_nan=True), name
