@@ -8,6 +8,8 @@ polled at later batches. The host side receives the shipments in batch order; ea
 a :class:`Chunk` when asked (:meth:`Shipment.chunk`). Tensors that are on the CPU already
 need no copy: their concatenation, and everything else a chunk needs, is left to whoever
 asks for the chunk — the history writer's thread — so the training thread does none of it.
+Losses a batch left to the copy (:attr:`SampleValues.unreduced`) are evaluated with the
+columns: one loss call for the copy's batches.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
 
 from onthefly.samples.attribution import Ids
-from onthefly.samples.capture import SampleValues, host_values
+from onthefly.samples.capture import LossCall, SampleValues, host_values
 from onthefly.transfers import Batches, HostCopy, copy_to_host
 
 
@@ -142,9 +144,60 @@ def _classes(predicted: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
     return [t.argmax(1) if t is not None and t.ndim == 2 else t for t in predicted]
 
 
-def _column(rows: list[_Row], name: str, sizes: np.ndarray) -> torch.Tensor | None:
+def _losses(rows: list[_Row]) -> list[torch.Tensor | None]:
+    """Each batch's losses; those left to the copy are evaluated here: one call for each run
+    of consecutive batches with the same loss call and scores alike (usually all of them)."""
+    losses: list[torch.Tensor | None] = []
+    group: list[_Deferred] = []
+    for row in rows:
+        values = row[3]
+        deferred = _deferred(values)
+        if group and (deferred is None or not deferred.joins(group[0])):
+            losses.extend(_evaluate(group))
+            group = []
+        if deferred is None:
+            losses.append(values.loss)
+        else:
+            group.append(deferred)
+    return losses + _evaluate(group)
+
+
+class _Deferred(NamedTuple):
+    call: LossCall
+    scores: torch.Tensor
+    label: torch.Tensor
+
+    def joins(self, first: _Deferred) -> bool:
+        # Scores of another dtype would be promoted by the concatenation: other bits.
+        scores, like = self.scores, first.scores
+        return (
+            self.call == first.call
+            and scores.dtype == like.dtype
+            and scores.device == like.device
+            and scores.shape[1:] == like.shape[1:]
+        )
+
+
+def _deferred(values: SampleValues) -> _Deferred | None:
+    if values.loss is not None or values.unreduced is None:
+        return None
+    if values.predicted is None or values.label is None:
+        return None
+    return _Deferred(values.unreduced, values.predicted, values.label)
+
+
+def _evaluate(group: list[_Deferred]) -> list[torch.Tensor | None]:
+    if len(group) <= 1:
+        return [d.call(d.scores, d.label) for d in group]
+    call = group[0].call
+    joined = call(torch.cat([d.scores for d in group]), torch.cat([d.label for d in group]))
+    return list(joined.split([d.label.shape[0] for d in group]))
+
+
+def _column(
+    name: str, sizes: np.ndarray, tensors: list[torch.Tensor | None]
+) -> torch.Tensor | None:
     """One column of every batch as one tensor; batches without it get ``NaN``/``-1``."""
-    tensors: list[torch.Tensor | None] = [getattr(row[3], name) for row in rows]
     if name == "predicted":
         tensors = _classes(tensors)
     present = [t for t in tensors if t is not None]
@@ -207,14 +260,24 @@ def _start(rows: list[_Row]) -> _Transfer:
 
 def _on_host(row: _Row) -> bool:
     ids, values = row[2], row[3]
-    return values.loss.device.type == "cpu" and (
-        not isinstance(ids, torch.Tensor) or ids.device.type == "cpu"
+    computed = values.loss if values.loss is not None else values.predicted
+    return (
+        computed is not None
+        and computed.device.type == "cpu"
+        and (not isinstance(ids, torch.Tensor) or ids.device.type == "cpu")
     )
 
 
 def _columns(rows: list[_Row], sizes: np.ndarray) -> dict[str, HostCopy]:
     """Each column of the rows as one tensor, its copy to the host started."""
-    columns = {name: _column(rows, name, sizes) for name, _, _ in _COLUMNS}
+    columns = {
+        name: _column(
+            name,
+            sizes,
+            _losses(rows) if name == "loss" else [getattr(row[3], name) for row in rows],
+        )
+        for name, _, _ in _COLUMNS
+    }
     tensor_ids = [row[2] for row in rows if isinstance(row[2], torch.Tensor)]
     if tensor_ids:
         columns["ids"] = torch.cat(tensor_ids)

@@ -4,7 +4,9 @@ The training loss itself is never touched: the user's loss function computes it 
 training is the same bit for bit. (Reducing ``reduction="none"`` values by hand is *not*
 bit-identical: PyTorch's fused reductions sum in a different order.) Alongside that call, on
 the same detached predictions and targets, the loss function is evaluated once more with
-``reduction="none"`` under ``no_grad`` — the loss function only, never the model.
+``reduction="none"`` — the loss function only, never the model; for an unweighted
+cross-entropy or NLL on small scores that evaluation is left to the copy to the host
+(:class:`LossCall`), once for many batches.
 
 Each sample's loss is what the user's loss would give on a batch holding that sample alone:
 
@@ -54,6 +56,28 @@ _SUMMED = ("sum", "batchmean")
 ``"batchmean"`` divides by the batch size, which is 1 for a sample alone)."""
 
 
+class LossCall(NamedTuple):
+    """An unweighted class-index loss with its options as they are now: evaluated later
+    (``reduction="none"``) on the scores a training batch kept, for many batches at once.
+
+    Each sample's value depends on its own row only, so evaluating a concatenation of batches
+    gives every sample the same bits as evaluating its batch alone (see
+    :attr:`SampleValues.unreduced`).
+    """
+
+    fn: Callable[..., torch.Tensor]
+    ignore_index: int
+    label_smoothing: float = 0.0
+
+    def __call__(self, preds: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        extra = {"label_smoothing": self.label_smoothing} if self.fn is F.cross_entropy else {}
+        return self.fn(preds, target, ignore_index=self.ignore_index, reduction="none", **extra)
+
+
+def _no_call() -> LossCall | None:
+    return None
+
+
 @dataclass(frozen=True)
 class LossSpec:
     """How a loss function reduces, and how to get its unreduced values.
@@ -64,6 +88,9 @@ class LossSpec:
         class_index: a class-index loss (cross-entropy / NLL) with weights and ``ignore_index``.
         weight: reads the class weights at call time (``None`` when unweighted).
         ignore_index: the target value that is left out (class-index losses only).
+        deferred: the loss as a :class:`LossCall` with its options now, when it is an
+            unweighted cross-entropy or NLL whose per-sample values may be evaluated later;
+            ``None`` otherwise (read at every training batch: options may change).
     """
 
     unreduced: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -71,6 +98,7 @@ class LossSpec:
     class_index: bool = False
     weight: Callable[[], torch.Tensor | None] = lambda: None
     ignore_index: int | None = None
+    deferred: Callable[[], LossCall | None] = _no_call
 
 
 class SampleValues(NamedTuple):
@@ -81,7 +109,8 @@ class SampleValues(NamedTuple):
     named tuple: made at every training step, it must be cheap to create.
 
     Attributes:
-        loss: ``[B]``; ``NaN`` for a sample without a valid target.
+        loss: ``[B]``; ``NaN`` for a sample without a valid target. ``None`` while it is left
+            to the copy to the host (:attr:`unreduced`).
         correct: ``[B]``, the fraction of the sample's targets predicted right (class-index
             losses with several targets per sample), else ``None``.
         label: ``[B]`` the class target of each sample (one target per sample), else ``None``.
@@ -89,13 +118,25 @@ class SampleValues(NamedTuple):
             the ``[B, C]`` scores themselves, their argmax left to the host copy (training
             batches, see :meth:`Slot.report`).
         ignore: a sample whose ``label`` equals this has no valid target.
+        unreduced: with ``loss`` left out, the loss call that gives it from the kept scores
+            (``predicted``) and ``label``: the copy to the host evaluates it once for all its
+            batches instead of once per training step.
     """
 
-    loss: torch.Tensor
+    loss: torch.Tensor | None
     correct: torch.Tensor | None = None
     label: torch.Tensor | None = None
     predicted: torch.Tensor | None = None
     ignore: int | None = None
+    unreduced: LossCall | None = None
+
+    def loss_now(self) -> torch.Tensor:
+        """``loss``, evaluated now if it was left to the copy."""
+        if self.loss is not None:
+            return self.loss
+        if self.unreduced is None or self.predicted is None or self.label is None:
+            raise ValueError("these values hold no loss, nor the scores and call to compute it")
+        return self.unreduced(self.predicted, self.label)
 
 
 def host_values(
@@ -142,7 +183,22 @@ def _module_spec(module: nn.Module) -> LossSpec | None:
         # Read at call time (the buffer may be replaced), without nn.Module.__getattr__.
         weight=lambda: buffers.get("weight") if class_index else None,
         ignore_index=getattr(module, "ignore_index", None) if class_index else None,
+        deferred=_deferred_call(module) if class_index else _no_call,
     )
+
+
+def _deferred_call(module: nn.Module) -> Callable[[], LossCall | None]:
+    """A class-index module's :class:`LossCall` with its options at call time; ``None`` while
+    it has class weights (their per-sample division stays with the batch)."""
+    fn = F.cross_entropy if isinstance(module, nn.CrossEntropyLoss) else F.nll_loss
+    buffers, options = module._buffers, module.__dict__
+
+    def deferred() -> LossCall | None:
+        if buffers.get("weight") is not None:
+            return None
+        return LossCall(fn, options["ignore_index"], options.get("label_smoothing", 0.0))
+
+    return deferred
 
 
 def _unreduced_call(module: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -194,6 +250,7 @@ def call_spec(fn: Callable[..., Any], options: dict[str, Any]) -> LossSpec:
         class_index=class_index,
         weight=lambda: weight if class_index else None,
         ignore_index=options.get("ignore_index", -100) if class_index else None,
+        deferred=_fixed_call(fn, options),
     )
 
 
@@ -217,7 +274,28 @@ def _function_spec(fn: Callable[..., Any]) -> LossSpec | None:
         class_index=class_index,
         weight=lambda: weight if class_index else None,
         ignore_index=options.get("ignore_index") if class_index else None,
+        deferred=_fixed_call(base, options),
     )
+
+
+_CALL_OPTIONS = frozenset({"weight", "ignore_index", "label_smoothing", "reduction"})
+_CALL_OPTIONS |= {"size_average", "reduce"}  # deprecated, and None unless given
+
+
+def _fixed_call(fn: Callable[..., Any], options: dict[str, Any]) -> Callable[[], LossCall | None]:
+    """A class-index function's :class:`LossCall` from the options it is called with; none
+    for other functions, class weights, or options it does not know."""
+    plain = (
+        fn in _CLASS_INDEX_FUNCTIONS
+        and options.keys() <= _CALL_OPTIONS
+        and all(options.get(name) is None for name in ("weight", "size_average", "reduce"))
+    )
+    if not plain:
+        return _no_call
+    call = LossCall(
+        fn, int(options.get("ignore_index", -100)), float(options.get("label_smoothing", 0.0))
+    )
+    return lambda: call
 
 
 def per_sample(
@@ -248,6 +326,10 @@ def per_sample(
         return None
     # Detached inputs build no graph, so no ``no_grad`` context is needed (it costs time).
     preds, target = preds.detach(), target.detach()
+    if scores and not correctness:
+        deferred = _deferred(spec, preds, target, n)
+        if deferred is not None:
+            return SampleValues(None, None, target, preds, spec.ignore_index, deferred)
     elements = spec.unreduced(preds, target)
     if (
         spec.class_index
@@ -265,6 +347,26 @@ def per_sample(
     flat = elements.reshape(n, -1).float()
     loss = flat.sum(1) if spec.reduction in _SUMMED else flat.mean(1)
     return SampleValues(loss)
+
+
+def _deferred(spec: LossSpec, preds: torch.Tensor, target: torch.Tensor, n: int) -> LossCall | None:
+    """The loss call to leave to the copy, for one class target per sample and small scores
+    (kept anyway for their argmax): no kernel at all on the training step.
+
+    Not under autocast: there the loss runs on converted inputs, which a later call outside
+    the step's autocast region would not repeat.
+    """
+    if not (
+        spec.class_index
+        and preds.ndim == 2
+        and target.ndim == 1
+        and preds.shape[0] == n == target.shape[0]
+        and preds.numel() <= DEFERRED_SCORES
+        and not target.is_floating_point()
+        and not torch.is_autocast_enabled(preds.device.type)
+    ):
+        return None
+    return spec.deferred()
 
 
 def _is_class_index(preds: torch.Tensor, target: torch.Tensor) -> bool:

@@ -180,7 +180,7 @@ def run_scan(
             keyed = None if indexed else ids_from_batch(batch, n)
             if keyed is not None:
                 columns.add("ids", keyed)
-            columns.add("loss", values.loss)
+            columns.add("loss", values.loss_now())
             for name, tensor in (
                 ("correct", values.correct),
                 ("label", values.label),

@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment
-from onthefly.samples.capture import SampleValues
+from onthefly.samples.capture import SampleValues, describe_loss, per_sample
 
 
 def test_batches_are_shipped_every_n_steps_and_on_flush() -> None:
@@ -66,3 +67,32 @@ def test_values_on_the_cpu_are_concatenated_by_the_reader_not_at_the_flush(
     chunk = shipped[0].chunk()
     assert concatenated and chunk.ids.tolist() == [0, 1, 2, 3]
     np.testing.assert_allclose(chunk.loss, [0.1, 0.2, 0.3, 0.4], rtol=1e-6)
+
+
+def test_losses_left_to_the_copy_equal_each_batch_evaluated_alone() -> None:
+    # One loss call for the whole copy gives each sample the bits of its own batch's call;
+    # batches whose scores differ in dtype are evaluated apart (a concatenation would
+    # promote them).
+    spec = describe_loss(nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=3))
+    assert spec is not None
+    chunks: list[Chunk] = []
+    buffer = SampleBuffer(lambda shipped: chunks.append(shipped.chunk()), every_steps=100)
+    g = torch.Generator().manual_seed(0)
+    expected, start = [], 0
+    for step, (size, dtype) in enumerate(
+        [(5, torch.float32), (7, torch.float32), (1, torch.float64), (16, torch.float32)]
+    ):
+        scores = torch.randn(size, 6, generator=g, dtype=dtype).requires_grad_()
+        target = torch.randint(0, 6, (size,), generator=g)
+        values = per_sample(spec, scores, target, size, correctness=False, scores=True)
+        assert values is not None and values.loss is None
+        eager = spec.unreduced(scores.detach(), target).float()
+        expected.append(torch.where(target == 3, torch.nan, eager))
+        buffer.add(step, 0, list(range(start, start + size)), values)
+        start += size
+    buffer.add(9, 0, [start], SampleValues(torch.tensor([0.5])))  # computed in its step
+    buffer.flush()
+    (chunk,) = chunks
+    want = torch.cat([*expected, torch.tensor([0.5])]).numpy()
+    assert np.array_equal(chunk.loss, want, equal_nan=True)
+    assert chunk.ids.tolist() == list(range(start + 1))

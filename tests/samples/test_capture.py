@@ -122,3 +122,44 @@ def test_a_loss_that_is_not_per_sample_gives_nothing() -> None:
     spec = describe_loss(nn.MSELoss())
     assert spec is not None
     assert per_sample(spec, torch.randn(5), torch.randn(5), 2) is None
+
+
+def _batch(n: int, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(n)
+    scores = torch.randn(n, CLASSES, generator=g, dtype=dtype).requires_grad_()
+    return scores, torch.randint(0, CLASSES, (n,), generator=g)
+
+
+@pytest.mark.parametrize(
+    "loss_fn",
+    [
+        nn.CrossEntropyLoss(),
+        nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=2),
+        nn.NLLLoss(),
+        F.cross_entropy,
+        functools.partial(F.cross_entropy, label_smoothing=0.2),
+    ],
+    ids=["module", "smoothed-ignoring", "nll", "functional", "partial"],
+)
+def test_an_unweighted_class_loss_is_left_to_the_copy_with_the_same_values(loss_fn: Any) -> None:
+    spec = describe_loss(loss_fn)
+    assert spec is not None
+    scores, target = _batch(9)
+    values = per_sample(spec, scores, target, 9, correctness=False, scores=True)
+    assert values is not None and values.loss is None  # no kernel in the training step
+    assert torch.equal(values.loss_now(), spec.unreduced(scores.detach(), target))
+
+
+def test_weights_autocast_and_large_scores_keep_the_loss_in_the_step() -> None:
+    scores, target = _batch(4)
+    weighted = describe_loss(nn.CrossEntropyLoss(weight=WEIGHT))
+    plain = describe_loss(nn.CrossEntropyLoss())
+    assert weighted is not None and plain is not None
+    values = per_sample(weighted, scores, target, 4, correctness=False, scores=True)
+    assert values is not None and values.loss is not None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        values = per_sample(plain, scores, target, 4, correctness=False, scores=True)
+    assert values is not None and values.loss is not None
+    wide = torch.randn(2, 40_000, requires_grad=True)  # more scores than are kept
+    values = per_sample(plain, wide, torch.tensor([0, 1]), 2, correctness=False, scores=True)
+    assert values is not None and values.loss is not None

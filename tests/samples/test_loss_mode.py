@@ -90,7 +90,7 @@ def test_each_recognised_loss_gives_each_samples_own_loss_unchanged(name: str) -
     loss, grad, slot = _run(call, watched=True)
     assert torch.equal(loss, plain_loss) and torch.equal(grad, plain_grad)  # bit for bit
     assert slot.values is not None
-    torch.testing.assert_close(slot.values.loss.float(), alone(SCORES).float())
+    torch.testing.assert_close(slot.values.loss_now().float(), alone(SCORES).float())
 
 
 def test_only_the_first_call_on_predictions_with_gradients_counts() -> None:
