@@ -211,10 +211,16 @@ class SampleTracker(Callback):
             self._history = HistoryWriter(folder, fold=self.store.training.update)
         else:  # another rank of a distributed run: rank 0 keeps the values
             self._outbox = []
-        modules = sources.loss_modules(trainer, self.inputs())
+        # The native default step reports its loss call itself: no hook on the given loss
+        # then, nor a watch on the functions it calls, when that report gives values.
+        inputs = self.inputs()
+        reported = driver(trainer).reports_loss_calls() and (
+            describe_loss(sources.loss_fn(trainer, inputs)) is not None
+        )
+        modules = sources.loss_modules(trainer, inputs, given=not reported)
         self._loss_taps = [LossTap(m) for m in modules if describe_loss(m) is not None]
         # Without a loss module to hook, watch the step's functional calls from the start.
-        self._watch, self._misses = not self._loss_taps, 0
+        self._watch, self._misses = not (self._loss_taps or reported), 0
         self.store.unrecorded = None
         # Lightning creates the training iterator (and prefetches) before any callback hook
         # sees the loader, so the sampler is instrumented as the trainer requests it.

@@ -214,6 +214,13 @@ class Driver(ABC):
         """
 
     @abstractmethod
+    def reports_loss_calls(self) -> bool:
+        """Whether the trainer's own training step reports each call of the given loss
+        function (:meth:`loss_fn`) for per-sample values itself
+        (:func:`onthefly.samples.slot.observe`): a hook on it would only repeat the report,
+        at a cost in every step."""
+
+    @abstractmethod
     def schedulers(self) -> list[Any]:
         """The run's LR schedulers."""
 

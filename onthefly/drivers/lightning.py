@@ -120,6 +120,9 @@ class LightningDriver(Driver):
     def loss_fn(self, inputs: Any) -> Any:
         return getattr(inputs, "loss_fn", None)
 
+    def reports_loss_calls(self) -> bool:
+        return False  # the module's training_step calls the loss as it likes
+
     def schedulers(self) -> list[Any]:
         return [config.scheduler for config in self.trainer.lr_scheduler_configs]
 

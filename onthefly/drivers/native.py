@@ -102,6 +102,9 @@ class NativeDriver(Driver):
     def loss_fn(self, inputs: Any) -> Any:
         return self.trainer.loss_fn
 
+    def reports_loss_calls(self) -> bool:
+        return not self.trainer.custom_training_step  # the default step calls observe()
+
     def schedulers(self) -> list[Any]:
         scheduler = self.trainer.scheduler
         return [] if scheduler is None else [scheduler]

@@ -22,6 +22,11 @@ class StepRegistration:
     _custom_training_step: bool
     _stages: Stages
 
+    @property
+    def custom_training_step(self) -> bool:
+        """Whether a training step was registered (``False``: the default step runs)."""
+        return self._custom_training_step
+
     def training_step(self, fn: StepFn) -> StepFn:
         """Register ``fn(batch, state) -> dict`` as the training step (a decorator).
 

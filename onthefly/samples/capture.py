@@ -324,12 +324,12 @@ def per_sample(
     """
     if not (isinstance(preds, torch.Tensor) and isinstance(target, torch.Tensor)) or n < 1:
         return None
-    # Detached inputs build no graph, so no ``no_grad`` context is needed (it costs time).
-    preds, target = preds.detach(), target.detach()
     if scores and not correctness:
         deferred = _deferred(spec, preds, target, n)
-        if deferred is not None:
-            return SampleValues(None, None, target, preds, spec.ignore_index, deferred)
+        if deferred is not None:  # class indices need no detaching: they carry no gradient
+            return SampleValues(None, None, target, preds.detach(), spec.ignore_index, deferred)
+    # Detached inputs build no graph, so no ``no_grad`` context is needed (it costs time).
+    preds, target = preds.detach(), target.detach()
     elements = spec.unreduced(preds, target)
     if (
         spec.class_index
@@ -353,20 +353,22 @@ def _deferred(spec: LossSpec, preds: torch.Tensor, target: torch.Tensor, n: int)
     """The loss call to leave to the copy, for one class target per sample and small scores
     (kept anyway for their argmax): no kernel at all on the training step.
 
-    Not under autocast: there the loss runs on converted inputs, which a later call outside
-    the step's autocast region would not repeat.
+    Only on single or double precision scores: autocast, which converts a cross-entropy's
+    half-precision inputs to single precision, leaves those as they are, so a later call
+    outside the step's autocast region computes the same. Each check is one attribute read:
+    on a training step every call into torch costs microseconds, its code no longer cached.
     """
-    if not (
-        spec.class_index
-        and preds.ndim == 2
-        and target.ndim == 1
-        and preds.shape[0] == n == target.shape[0]
-        and preds.numel() <= DEFERRED_SCORES
-        and not target.is_floating_point()
-        and not torch.is_autocast_enabled(preds.device.type)
-    ):
+    if not spec.class_index:
+        return None
+    shape = preds.shape
+    if len(shape) != 2 or shape[0] != n or n * shape[1] > DEFERRED_SCORES:
+        return None
+    if target.shape != (n,) or target.dtype != torch.long or preds.dtype not in _KEPT_EXACT:
         return None
     return spec.deferred()
+
+
+_KEPT_EXACT = (torch.float32, torch.float64)
 
 
 def _is_class_index(preds: torch.Tensor, target: torch.Tensor) -> bool:

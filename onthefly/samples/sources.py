@@ -24,13 +24,14 @@ def loss_fn(trainer: TrainerHost, inputs: Any) -> Any:
     return driver(trainer).loss_fn(inputs)
 
 
-def loss_modules(trainer: TrainerHost, inputs: Any) -> list[nn.Module]:
-    """The loss modules the training step may call: the given ``loss_fn`` (when a module),
-    then the ``torch.nn`` losses held by the model (``self.loss = nn.CrossEntropyLoss()``)."""
+def loss_modules(trainer: TrainerHost, inputs: Any, given: bool = True) -> list[nn.Module]:
+    """The loss modules the training step may call: the given ``loss_fn`` (when a module;
+    not with ``given=False``), then the ``torch.nn`` losses held by the model
+    (``self.loss = nn.CrossEntropyLoss()``)."""
     found: dict[int, nn.Module] = {}
-    given = loss_fn(trainer, inputs)
-    if isinstance(given, nn.Module):
-        found[id(given)] = given
+    module = loss_fn(trainer, inputs) if given else None
+    if isinstance(module, nn.Module):
+        found[id(module)] = module
     model = trainer.lightning_module  # the native trainer's: the user's model
     if isinstance(model, nn.Module):
         for module in model.modules():

@@ -150,16 +150,30 @@ def test_an_unweighted_class_loss_is_left_to_the_copy_with_the_same_values(loss_
     assert torch.equal(values.loss_now(), spec.unreduced(scores.detach(), target))
 
 
-def test_weights_autocast_and_large_scores_keep_the_loss_in_the_step() -> None:
+def test_weights_half_precision_and_large_scores_keep_the_loss_in_the_step() -> None:
     scores, target = _batch(4)
     weighted = describe_loss(nn.CrossEntropyLoss(weight=WEIGHT))
     plain = describe_loss(nn.CrossEntropyLoss())
     assert weighted is not None and plain is not None
     values = per_sample(weighted, scores, target, 4, correctness=False, scores=True)
     assert values is not None and values.loss is not None
+    half = scores.detach().bfloat16().requires_grad_()  # as an autocast forward gives them
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        values = per_sample(plain, scores, target, 4, correctness=False, scores=True)
+        values = per_sample(plain, half, target, 4, correctness=False, scores=True)
     assert values is not None and values.loss is not None
     wide = torch.randn(2, 40_000, requires_grad=True)  # more scores than are kept
     values = per_sample(plain, wide, torch.tensor([0, 1]), 2, correctness=False, scores=True)
     assert values is not None and values.loss is not None
+
+
+def test_single_precision_scores_under_autocast_are_left_with_the_autocast_values() -> None:
+    # Autocast converts only half-precision inputs of a cross-entropy: on single precision
+    # scores the later call computes what the step would have computed.
+    plain = describe_loss(nn.CrossEntropyLoss(label_smoothing=0.05))
+    assert plain is not None
+    scores, target = _batch(8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        values = per_sample(plain, scores, target, 8, correctness=False, scores=True)
+        in_step = plain.unreduced(scores.detach(), target)
+    assert values is not None and values.loss is None
+    assert torch.equal(values.loss_now(), in_step)
