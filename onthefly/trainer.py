@@ -30,6 +30,7 @@ class SessionOptions(TypedDict, total=False):
     flush_every_steps: int
     flush_every_s: float
     runtime_interval_s: float
+    grad_norm_every_s: float
     resume_from: str | os.PathLike[str] | None
     checkpoints: int
     checkpoint_bytes: int

@@ -40,6 +40,11 @@ class StepClock:
         self._batch_start: float | None = None
         self._last_end: float | None = None
 
+    @property
+    def batch_start(self) -> float | None:
+        """The ``perf_counter`` stamp of the latest training batch's start, if any."""
+        return self._batch_start
+
     def batch_started(self, batch: Any) -> None:
         """Stamp the start of a training batch."""
         now = time.perf_counter()

@@ -66,6 +66,10 @@ class OnTheFly(Callback):
         flush_every_steps: ship buffered step values to the dashboard every this many steps …
         flush_every_s: … or this many seconds, whichever comes first.
         runtime_interval_s: seconds between runtime samples (CPU, memory, GPU).
+        grad_norm_every_s: the least training time between two steps whose gradient norm is
+            reported (default 10 ms: every step of a real model, about one in ten of a
+            model whose steps take a millisecond, where the norm is a tenth of the step's
+            cost); ``0`` reports it at every step. A trainer that clips reports every step.
         resume_from: Lightning only: a session file (``.otf``) to continue from, exactly
             (see docs/sessions.md); the native trainer takes ``fit(resume_from=...)``.
         checkpoints: snapshots kept in the session's checkpoint ring (``0``: none).
@@ -112,6 +116,7 @@ class OnTheFly(Callback):
         flush_every_steps: int = 32,
         flush_every_s: float = 0.1,
         runtime_interval_s: float = 1.0,
+        grad_norm_every_s: float = 0.01,
         resume_from: str | os.PathLike[str] | None = None,
         checkpoints: int = 3,
         checkpoint_bytes: int = 2 << 30,
@@ -132,6 +137,7 @@ class OnTheFly(Callback):
             flush_every_steps=flush_every_steps,
             flush_every_s=flush_every_s,
             runtime_interval_s=runtime_interval_s,
+            grad_norm_every_s=grad_norm_every_s,
         )
         self.test_launcher = TestLauncher(
             self.session,

@@ -9,14 +9,19 @@ about once a second) and the run's log records and warnings.
 
 No host sync is added per step: step values stay device tensors in a
 :class:`~onthefly.callbacks._step_buffer.StepBuffer` that ships them in batches, and the
-gradient norm is one fused ``_foreach_norm`` on the device per step (the buffer reduces the
-per-parameter norms of many steps at once when it ships them).
+gradient norm is one fused ``_foreach_norm`` on the device (the buffer reduces the
+per-parameter norms of many steps at once when it ships them). That norm is taken at every
+optimizer step that starts at least ``grad_norm_every_s`` (10 ms) of training after the last
+one taken: on real models every step, on a model whose steps take a millisecond about one in
+ten, since a norm costs tens of microseconds there (its kernels' code no longer cached in a
+step). A trainer that clips hands over the norm it computed anyway, at every step.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,9 +36,14 @@ from onthefly.callbacks.session import RunSession
 from onthefly.drivers import Driver, driver
 from onthefly.drivers.base import TrainerHost
 from onthefly.drivers.values import Scalar, host_floats, scalar_or_none
+from onthefly.errors import ConfigurationError
 from onthefly.protocol import EpochBody, MetricsBody, RunConfigBody, Split
 
 log = logging.getLogger(__name__)
+
+GRAD_NORM_EVERY_S = 0.01
+"""The least training time between two steps whose gradient norm is taken (at most 100 a
+second; every step of 10 ms or more)."""
 
 
 class Telemetry(Callback):
@@ -46,6 +56,8 @@ class Telemetry(Callback):
         flush_every_steps: ship buffered step values after this many steps …
         flush_every_s: … or after this many seconds, whichever comes first.
         runtime_interval_s: seconds between two runtime samples.
+        grad_norm_every_s: the least training time between two steps whose gradient norm is
+            taken (see the module docstring); ``0`` takes it at every step.
 
     Example:
         >>> telemetry = Telemetry(RunSession("demo"))  # usually created by ``OnTheFly``
@@ -58,8 +70,15 @@ class Telemetry(Callback):
         flush_every_steps: int = 32,
         flush_every_s: float = 0.1,
         runtime_interval_s: float = 1.0,
+        grad_norm_every_s: float = GRAD_NORM_EVERY_S,
     ) -> None:
+        every = grad_norm_every_s
+        if isinstance(every, bool) or not isinstance(every, int | float) or not every >= 0:
+            raise ConfigurationError(
+                f"grad_norm_every_s={every!r}; expected a number of seconds >= 0 (0: every step)"
+            )
         self.session = session
+        self._norm_every_s = float(every)
         self._buffer = StepBuffer(self._ship, flush_every_steps, flush_every_s)
         self._clock = StepClock()
         self._runtime_interval_s = runtime_interval_s
@@ -141,7 +160,10 @@ class Telemetry(Callback):
             if reader is None or not reader.current(optimizer):
                 reader = self._readers[id(optimizer)] = _OptimizerReader(trainer, optimizer)
             # A native trainer that clips computes the norm anyway: reuse it (_record_step).
-            reader.read(self._optimizer_values, with_norm=not self._trainer_norm)
+            due = not self._trainer_norm and reader.norm_due(
+                self._clock.batch_start, self._norm_every_s
+            )
+            reader.read(self._optimizer_values, with_norm=due)
         except Exception:
             self._warn_once("read the optimizer")
 
@@ -286,6 +308,15 @@ class _OptimizerReader:
         self.lr_names = [f"lr{prefix}/group{j}" if j else f"lr{prefix}" for j in range(self.size)]
         self.norm_name = f"grad_norm{prefix}"
         self.params = [p for group in self.groups for p in group["params"]]
+        self._norm_at = -math.inf
+
+    def norm_due(self, started: float | None, every_s: float) -> bool:
+        """Whether the step whose batch started at ``started`` takes the gradient norm (then
+        the next one is due ``every_s`` later)."""
+        if started is not None and started - self._norm_at < every_s:
+            return False
+        self._norm_at = -math.inf if started is None else started
+        return True
 
     def current(self, optimizer: Any) -> bool:
         """Whether ``optimizer``'s param groups are still the ones read at creation."""

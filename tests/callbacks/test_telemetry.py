@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import traceback
 import warnings
 from collections import Counter
@@ -18,6 +19,7 @@ import torch
 import onthefly
 from onthefly import OnTheFly
 from onthefly.callbacks.telemetry import _OptimizerReader, without_split_prefix
+from onthefly.errors import ConfigurationError
 from tests.callbacks.conftest import Connect
 from tests.callbacks.live import session_files
 from tests.callbacks.models import Tiny, lightning_trainer, loader
@@ -207,6 +209,40 @@ def test_learning_rates_and_gradient_norm_follow_param_groups_added_during_the_r
     values = {}
     _OptimizerReader(trainer, optimizer).read(values, with_norm=True)
     assert values["lr/group1"] == 0.01 and len(values["grad_norm"].parts) == 4
+
+
+class Sleepy(Tiny):
+    """Steps of a few milliseconds, except every fifth step, which takes 250 ms."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        time.sleep(0.25 if self.global_step % 5 == 4 else 0.001)
+        return super().training_step(batch, batch_idx)
+
+
+@pytest.mark.parametrize("every", [0.0, 0.2, 60.0])
+def test_the_gradient_norm_is_taken_at_most_once_per_interval_of_training(
+    onthefly_home: Path, every: float
+) -> None:
+    # A norm costs tens of microseconds a step: on fast steps it is taken once per interval,
+    # on steps longer than the interval every time, and always at the first step.
+    connect = Connect(onthefly_home)
+    otf = OnTheFly(project="tests", port=0, quiet=True, grad_norm_every_s=every)
+    trainer = lightning_trainer(max_steps=20, callbacks=[otf, connect])
+    trainer.fit(Sleepy(), loader(512), loader(16, seed=1))
+    train = connect.finished().of("metrics", split="train")
+    normed = [e["step"] for e in train if "grad_norm" in e["values"]]
+    assert [e["step"] for e in train] == list(range(1, 21))  # every step has its loss
+    if every == 0.0:
+        assert normed == list(range(1, 21))
+    elif every == 60.0:
+        assert normed == [1]
+    else:  # each step after a 250-ms one (6, 11, 16) is due; the fast ones in between not all
+        assert normed[0] == 1 and {6, 11, 16} <= set(normed) and len(normed) < 20
+
+
+def test_a_gradient_norm_interval_must_be_a_number_of_seconds() -> None:
+    with pytest.raises(ConfigurationError, match="grad_norm_every_s=-1; expected a number"):
+        OnTheFly(project="tests", grad_norm_every_s=-1)
 
 
 class Windows(Tiny):
