@@ -52,8 +52,8 @@ from torch import nn
 import onthefly
 from benchmarks.workloads import WORKLOADS, Workload, make_loader
 
-ROUNDS = {"mlp": 9, "wide-mlp": 7, "cnn": 5}
-MLP_STEPS = 768
+ROUNDS = {"mlp": 25, "wide-mlp": 15, "cnn": 5}
+MLP_STEPS = 384
 WARMUP = 10
 SYNC_NAMES = ("item", "cpu", "tolist", "numpy", "__float__", "__int__", "__bool__")
 

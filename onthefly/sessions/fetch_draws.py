@@ -55,6 +55,7 @@ class FetchDraws:
         self.fetches = 0
         self.drawn: frozenset[str] = frozenset()
         self._watched: RngState | None = None
+        self._own: loader_rng.OwnGenerators | None = None  # the epoch's loader's
 
     def before(self, loader: Any, first: bool) -> RngState:
         """The state to keep for the fetch about to run (call :meth:`after` once it ran).
@@ -63,14 +64,17 @@ class FetchDraws:
             loader: the loader whose own generators are kept too.
             first: the epoch's first fetch (kept in full, not learned from).
         """
+        if first or self._own is None:
+            self._own = loader_rng.OwnGenerators(loader)
         if first:
             self._watched = None
-            return loader_rng.capture(loader, cuda=False)
+            return loader_rng.capture(loader, cuda=False, own=self._own)
         self.fetches += 1
         watch = self.drawn != rng.GLOBAL and (
             self.fetches <= LEARN or self.fetches % CHECK_EVERY == 0
         )
-        state = loader_rng.capture(loader, cuda=False, only=rng.GLOBAL if watch else self.drawn)
+        only = rng.GLOBAL if watch else self.drawn
+        state = loader_rng.capture(loader, cuda=False, only=only, own=self._own)
         self._watched = state if watch else None
         return state
 

@@ -82,17 +82,35 @@ def _epoch_samplers(parts: list[Any]) -> list[Any]:
     ]
 
 
+class OwnGenerators:
+    """A loader's own generators and epoch-driven samplers, looked up once.
+
+    Looking them up takes ~20 µs in a training step (a dozen attribute reads on the loader
+    and its samplers); a loader keeps them while an epoch runs, so a fetch ahead of training
+    reads only their state (:meth:`state`), and the next epoch looks them up again.
+
+    Args:
+        loader: the loader (any object; one without generators has none).
+    """
+
+    def __init__(self, loader: Any) -> None:
+        parts = _parts(loader)
+        self.generators = _generators_of(parts)
+        self.samplers = _epoch_samplers(parts)
+
+    def state(self) -> dict[str, Any] | None:
+        """Their state now (``None``: the loader has none); see :func:`own_state`."""
+        if not self.generators and not self.samplers:
+            return None
+        return {
+            "generators": [g.get_state() for g in self.generators],
+            "samplers": [(int(s.epoch), int(getattr(s, "seed", 0))) for s in self.samplers],
+        }
+
+
 def own_state(loader: Any) -> dict[str, Any] | None:
     """The state of ``loader``'s own generators and epoch-driven samplers (``None``: none)."""
-    parts = _parts(loader)
-    found = _generators_of(parts)
-    samplers = _epoch_samplers(parts)
-    if not found and not samplers:
-        return None
-    return {
-        "generators": [g.get_state() for g in found],
-        "samplers": [(int(s.epoch), int(getattr(s, "seed", 0))) for s in samplers],
-    }
+    return OwnGenerators(loader).state()
 
 
 def restore_own(loader: Any, state: dict[str, Any] | None) -> None:
@@ -122,18 +140,24 @@ def restore_own(loader: Any, state: dict[str, Any] | None) -> None:
             sampler.seed = int(seed)
 
 
-def capture(loader: Any, cuda: bool = True, only: frozenset[str] = rng.GLOBAL) -> RngState:
+def capture(
+    loader: Any,
+    cuda: bool = True,
+    only: frozenset[str] = rng.GLOBAL,
+    own: OwnGenerators | None = None,
+) -> RngState:
     """Every global generator's state plus ``loader``'s own (see :func:`own_state`).
 
     Args:
         loader: the loader (any object; one without generators adds nothing).
         cuda: include the CUDA generators (see :func:`onthefly.sessions.rng.capture`).
         only: the global CPU generators to include (see there).
+        own: ``loader``'s own generators, looked up before (``None``: looked up now).
     """
     state = rng.capture(cuda=cuda, only=only)
-    own = own_state(loader)
-    if own is not None:
-        state[OWN] = own
+    loader_state = (own if own is not None else OwnGenerators(loader)).state()
+    if loader_state is not None:
+        state[OWN] = loader_state
     return state
 
 
