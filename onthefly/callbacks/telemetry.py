@@ -87,6 +87,7 @@ class Telemetry(Callback):
         self._optimizer_values: dict[str, Value] = {}
         self._readers: dict[int, _OptimizerReader] = {}
         self._trainer_norm = False  # the native trainer clips, so it computes the norm itself
+        self._norm_taken = False  # this step's own norm was due (see _record_step)
         self._losses: list[torch.Tensor] = []
         self._last_step: int | None = None
         self._eval_before: dict[str, int] = {}
@@ -164,6 +165,7 @@ class Telemetry(Callback):
                 self._clock.batch_start, self._norm_every_s
             )
             reader.read(self._optimizer_values, with_norm=due)
+            self._norm_taken = due
         except Exception:
             self._warn_once("read the optimizer")
 
@@ -240,7 +242,9 @@ class Telemetry(Callback):
             self._step_names.update(logged)
             for name, value in logged.items():
                 values.setdefault(name, value)  # the optimizer's own names win
-        norm = step_driver.grad_norm()
+        # Whether the trainer clips (and so has a norm) is first seen at a step whose own
+        # norm was due, the first one included: other steps need not ask.
+        norm = step_driver.grad_norm() if self._trainer_norm or self._norm_taken else None
         if norm is not None:  # the same quantity as ours (total norm before clipping)
             values["grad_norm"] = norm
             self._trainer_norm = True
