@@ -69,8 +69,14 @@ class LightningDriver(Driver):
         # ``trainer.callback_metrics`` converts progress-bar metrics to Python numbers (one
         # ``.item()`` each) at every read: the step values are read as the device tensors
         # Lightning caches on its results collection (private: ``_forward_cache``).
-        results = self._results()
-        if results is None:
+        # At every step: the training loop's collection, read as plain attributes (private:
+        # ``fit_loop.epoch_loop._results``) rather than through the trainer's active-loop
+        # lookup; a step that logs nothing leaves it empty.
+        epoch_loop = getattr(getattr(self.trainer, "fit_loop", None), "epoch_loop", None)
+        results = getattr(epoch_loop, "_results", None)
+        if not hasattr(results, "valid_items"):
+            results = self._results()
+        if not results:
             return {}
         return scalars(
             (metric.meta.name, metric._forward_cache)
