@@ -227,20 +227,26 @@ def test_a_loss_nothing_recognises_is_explained_in_the_reply() -> None:
     assert "F.cross_entropy" in str(info.value)
 
 
-def test_native_custom_steps_and_plain_functions_are_captured() -> None:
-    trainer = onthefly.Trainer(
-        project="samples", max_epochs=1, progress_bar=False, quiet=True, port=0
-    )
+def custom_step(trainer: Any, loss_of: Callable[[Any, Any, Any], torch.Tensor]) -> None:
+    """Register a custom training step, as users write them, whose loss is ``loss_of(state,
+    x, y)``."""
 
     @trainer.training_step
     def step(batch: Any, state: Any) -> dict[str, Any]:
         x, y = batch
-        loss = F.mse_loss(state.model(x), y, reduction="sum")
+        loss = loss_of(state, x, y)
         state.optimizer.zero_grad()
         state.backward(loss)
         state.optimizer.step()
         return {"loss": loss}
 
+
+def test_native_custom_steps_and_plain_functions_are_captured() -> None:
+    trainer = onthefly.Trainer(
+        project="samples", max_epochs=1, progress_bar=False, quiet=True, port=0
+    )
+
+    custom_step(trainer, lambda state, x, y: F.mse_loss(state.model(x), y, reduction="sum"))
     model = zero_linear()
     trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.0), None, DataLoader(squares()))
     assert_squares(tracker_of(trainer.callbacks), list(range(N)), seen=1)
@@ -285,15 +291,7 @@ def test_the_native_default_step_reports_its_loss_module_without_a_hook() -> Non
         callbacks=[custom_hooks],
     )  # fmt: skip
 
-    @custom.training_step
-    def step(batch: Any, state: Any) -> dict[str, Any]:
-        x, y = batch
-        loss = state.loss_fn(state.model(x), y)
-        state.optimizer.zero_grad()
-        state.backward(loss)
-        state.optimizer.step()
-        return {"loss": loss}
-
+    custom_step(custom, lambda state, x, y: state.loss_fn(state.model(x), y))
     model = zero_linear()
     custom.fit(model, torch.optim.SGD(model.parameters(), lr=0.0), loss_fn, DataLoader(squares()))
     assert custom_hooks.seen == {1} and not loss_fn._forward_hooks  # removed after fit
