@@ -30,7 +30,7 @@ import onthefly
 from benchmarks.workloads import WORKLOADS, Workload, make_loader
 from onthefly.callbacks.sample_tracker import SampleTracker
 from onthefly.samples import export
-from onthefly.samples.capture import describe_loss
+from onthefly.samples.loss_spec import describe_loss
 from onthefly.samples.scan import run_scan
 from onthefly.samples.slot import Slot
 from onthefly.samples.store import SampleView

@@ -34,10 +34,11 @@ from onthefly.drivers.base import TrainerHost
 from onthefly.samples import sources
 from onthefly.samples.attribution import Counter, Ids, SamplerTaps, ids_from_batch
 from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment
-from onthefly.samples.capture import FUNCTIONAL_LOSSES, LossSpec, SampleValues, describe_loss
+from onthefly.samples.capture import SampleValues
 from onthefly.samples.commands import register_commands
 from onthefly.samples.history import HistoryWriter
 from onthefly.samples.loss_mode import LossMode
+from onthefly.samples.loss_spec import FUNCTIONAL_LOSSES, LossSpec, describe_loss
 from onthefly.samples.preview import Describe
 from onthefly.samples.scan import EmbeddingFn
 from onthefly.samples.selection import Selections

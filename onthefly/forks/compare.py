@@ -21,7 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from onthefly.forks.slice_loader import subset_loader
-from onthefly.samples.capture import LossSpec
+from onthefly.samples.loss_spec import LossSpec
 from onthefly.samples.scan import run_scan
 
 REST_SEED = 0
@@ -80,7 +80,7 @@ class Evaluator:
         targets: from :func:`targets`.
         train_loader: the run's training ``DataLoader`` (its settings; never iterated).
         val_loader: the run's validation loader (a ``val`` target needs it).
-        spec: the run's loss function (:func:`~onthefly.samples.capture.describe_loss`).
+        spec: the run's loss function (:func:`~onthefly.samples.loss_spec.describe_loss`).
         cancelled: checked before each batch; ``True`` abandons the evaluation.
 
     Example:

@@ -36,7 +36,7 @@ from onthefly.forks._models import device_of, to_device
 from onthefly.forks.distill import distill
 from onthefly.forks.fisher import diagonal_fisher, fisher_merge
 from onthefly.forks.slice_loader import subset_loader
-from onthefly.samples.capture import LossSpec
+from onthefly.samples.loss_spec import LossSpec
 
 BN_SAMPLES = 4096
 """Training samples (a fixed random sample) that BatchNorm statistics are recomputed over."""

@@ -28,7 +28,7 @@ from onthefly.forks.compare import Evaluator, Target
 from onthefly.forks.slice_loader import training_data
 from onthefly.protocol import CancelReply, ErrorCode
 from onthefly.samples import sources
-from onthefly.samples.capture import LossSpec, describe_loss
+from onthefly.samples.loss_spec import LossSpec, describe_loss
 
 
 class Refused(Exception):

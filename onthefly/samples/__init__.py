@@ -4,6 +4,7 @@ The :class:`~onthefly.callbacks.sample_tracker.SampleTracker` callback wires the
 into a run; each module here has one job:
 
 * :mod:`~onthefly.samples.capture` — per-sample losses from the training step's own loss call;
+* :mod:`~onthefly.samples.loss_spec` — how a loss function reduces, and its per-sample call;
 * :mod:`~onthefly.samples.slot` — where a training batch's values are reported (the loss tap);
 * :mod:`~onthefly.samples.loss_mode` — the functional losses a training step calls;
 * :mod:`~onthefly.samples.attribution` — the dataset index of every sample of a batch;

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 
 from onthefly.samples.attribution import Ids
-from onthefly.samples.capture import LossCall, SampleValues, host_values
+from onthefly.samples.capture import SampleValues, host_values
+from onthefly.samples.loss_spec import LossCall
 from onthefly.transfers import Batches, HostCopy, copy_to_host
 
 

@@ -43,7 +43,7 @@ from onthefly.protocol import (
     Split,
 )
 from onthefly.samples import explorer, export, preview, queries, sources
-from onthefly.samples.capture import describe_loss
+from onthefly.samples.loss_spec import describe_loss
 from onthefly.samples.preview import Describe
 from onthefly.samples.scan import EmbeddingFn, Progress, run_scan
 from onthefly.samples.selection import Criterion, Selection, Selections, choose

@@ -9,7 +9,7 @@ loss module (its ``forward`` calls the functional loss), or a loss computed insi
 (Hugging Face models return ``.loss`` computed this way) — and not the backward pass.
 
 Every call goes on exactly as it was made; a call of one of
-:data:`~onthefly.samples.capture.FUNCTIONAL_LOSSES` on predictions that carry gradients is
+:data:`~onthefly.samples.loss_spec.FUNCTIONAL_LOSSES` on predictions that carry gradients is
 reported to the armed :class:`~onthefly.samples.slot.Slot` (the first one of the batch wins).
 Nothing of ``torch`` or of the user's objects is replaced.
 """
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode, _get_current_function_mode
 
-from onthefly.samples.capture import FUNCTIONAL_LOSSES, call_spec
+from onthefly.samples.loss_spec import FUNCTIONAL_LOSSES, call_spec
 from onthefly.samples.slot import armed_slot
 
 

@@ -31,7 +31,8 @@ from torch.utils.data import DataLoader, IterableDataset
 from onthefly.batches import BatchKeys, batch_size, call_model, predictions, unpack
 from onthefly.dataloaders import loader_like
 from onthefly.samples.attribution import ids_from_batch
-from onthefly.samples.capture import LossSpec, host_values, per_sample
+from onthefly.samples.capture import host_values, per_sample
+from onthefly.samples.loss_spec import LossSpec
 from onthefly.samples.store import ScanResult
 
 COPY_EVERY = 64
@@ -135,7 +136,7 @@ def run_scan(
     Args:
         model: the model; batches are moved to its device.
         loader: the split's loader (see :func:`scan_loader`; it is not iterated itself).
-        spec: the loss function (from :func:`~onthefly.samples.capture.describe_loss`).
+        spec: the loss function (from :func:`~onthefly.samples.loss_spec.describe_loss`).
         split: the split's name, recorded in the result.
         step: the run's step now.
         epoch: the run's epoch now.

@@ -17,7 +17,8 @@ from typing import Any
 
 from torch import nn
 
-from onthefly.samples.capture import LossSpec, SampleValues, describe_loss, per_sample
+from onthefly.samples.capture import SampleValues, per_sample
+from onthefly.samples.loss_spec import LossSpec, describe_loss
 
 
 @dataclass

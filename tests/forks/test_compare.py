@@ -10,7 +10,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from onthefly.forks.compare import Evaluator, Target, targets
-from onthefly.samples.capture import describe_loss
+from onthefly.samples.loss_spec import describe_loss
 
 
 def test_targets_are_the_slices_the_rest_and_validation() -> None:

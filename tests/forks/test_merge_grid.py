@@ -8,7 +8,7 @@ from torch.utils.data import DataLoader
 
 from onthefly.forks import merge_grid
 from onthefly.forks.merging import MergeData, Options, merge
-from onthefly.samples.capture import describe_loss
+from onthefly.samples.loss_spec import describe_loss
 from tests.forks import synthetic
 
 

@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment
-from onthefly.samples.capture import SampleValues, describe_loss, per_sample
+from onthefly.samples.capture import SampleValues, per_sample
+from onthefly.samples.loss_spec import describe_loss
 
 
 def test_batches_are_shipped_every_n_steps_and_on_flush() -> None:

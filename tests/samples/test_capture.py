@@ -12,7 +12,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from onthefly.samples.capture import describe_loss, host_values, per_sample
+from onthefly.samples.capture import host_values, per_sample
+from onthefly.samples.loss_spec import describe_loss
 
 
 def _alone(

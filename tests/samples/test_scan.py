@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
-from onthefly.samples.capture import LossSpec, describe_loss
+from onthefly.samples.loss_spec import LossSpec, describe_loss
 from onthefly.samples.scan import Progress, run_scan
 
 N = 37
