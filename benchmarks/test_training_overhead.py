@@ -27,8 +27,7 @@ enough for the background work that comes every few hundred steps (the per-sampl
 shipments, the runtime sampler) to be counted in its share. The training process's
 CPU time per step (all its threads: the session server's included, the client's process not)
 is recorded too: it is far less disturbed by other load on a shared machine. The host syncs
-OnTheFly adds per step (``.item()``, ``.cpu()``, ``.tolist()`` … called from ``onthefly/``)
-are counted as well.
+OnTheFly adds per step are counted in ``test_host_syncs.py``.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ import statistics
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
@@ -55,7 +53,6 @@ from benchmarks.workloads import WORKLOADS, Workload, make_loader
 ROUNDS = {"mlp": 25, "wide-mlp": 15, "cnn": 5}
 MLP_STEPS = 384
 WARMUP = 10
-SYNC_NAMES = ("item", "cpu", "tolist", "numpy", "__float__", "__int__", "__bool__")
 
 
 class _Measurements:
@@ -372,55 +369,3 @@ def test_training_overhead(benchmark: Any, work: Workload) -> None:
         | {f"cpu_ms_per_step[{name}]": value * 1e3 for name, value in cpu.items()}
         | {f"cpu: {name}": measured.cpu_ratios[name] for name in list(RATIOS)[:2]}
     )
-
-
-class _SyncCounter:
-    """Counts tensor→host calls whose caller is OnTheFly's own code."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls = 0
-        self.active = False
-        for name in SYNC_NAMES:
-            monkeypatch.setattr(torch.Tensor, name, self._wrap(getattr(torch.Tensor, name)))
-
-    def _wrap(self, original: Any) -> Any:
-        def counted(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if self.active:
-                frames = traceback.extract_stack(limit=4)[:-1]
-                if any("/onthefly/" in frame.filename for frame in frames):
-                    self.calls += 1
-            return original(tensor, *args, **kwargs)
-
-        return counted
-
-
-def test_host_syncs_per_step(benchmark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """OnTheFly's host syncs during the steps between two flushes (target: 0 per step)."""
-    torch.set_num_threads(1)
-    counter = _SyncCounter(monkeypatch)
-
-    class Window(pl.Callback):
-        """Counts only inside steps 2..25, away from fit start/end and the periodic flush."""
-
-        def on_train_batch_start(self, trainer: Any, *args: Any) -> None:
-            counter.active = 2 <= trainer.global_step < 25
-
-    work = WORKLOADS[0]
-
-    def run() -> None:
-        torch.manual_seed(0)
-        model = work.make_model()
-        trainer = onthefly.Trainer(
-            project="bench", max_steps=40, progress_bar=False, quiet=True, callbacks=[Window()],
-            flush_every_steps=1000, flush_every_s=1000.0,
-        )  # fmt: skip
-        trainer.fit(
-            model=model,
-            optimizer=torch.optim.Adam(model.parameters()),
-            loss_fn=nn.CrossEntropyLoss(),
-            train_loader=make_loader(work),
-        )
-
-    benchmark.pedantic(run, rounds=1, iterations=1)
-    benchmark.extra_info["host_syncs_per_step[native]"] = counter.calls / 23
-    assert counter.calls == 0

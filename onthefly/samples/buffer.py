@@ -152,7 +152,7 @@ def _losses(rows: list[_Row]) -> list[torch.Tensor | None]:
     group: list[_Deferred] = []
     for row in rows:
         values = row[3]
-        deferred = _deferred(values)
+        deferred = _left_to_copy(values)
         if group and (deferred is None or not deferred.joins(group[0])):
             losses.extend(_evaluate(group))
             group = []
@@ -179,7 +179,7 @@ class _Deferred(NamedTuple):
         )
 
 
-def _deferred(values: SampleValues) -> _Deferred | None:
+def _left_to_copy(values: SampleValues) -> _Deferred | None:
     if values.loss is not None or values.unreduced is None:
         return None
     if values.predicted is None or values.label is None:
