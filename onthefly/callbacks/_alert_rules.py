@@ -139,7 +139,7 @@ class LossSpikes:
     def _recompute(self) -> None:
         self._until_refresh = self._refresh
         median = statistics.median(self._losses)
-        deviation = 1.4826 * statistics.median(abs(v - median) for v in self._losses)
+        deviation = 1.4826 * statistics.median([abs(v - median) for v in self._losses])
         self._median = median
         self._threshold = max(self._factor * median, median + self._sigmas * deviation)
 

@@ -44,6 +44,7 @@ from onthefly.errors import SessionFileError
 from onthefly.protocol import CheckpointEntry, CheckpointsReply, ExportReply, LoadReply, Snapshot
 from onthefly.sessions import loaders, payload, resume, rng, training_state
 from onthefly.sessions.archive import SessionArchive
+from onthefly.sessions.data_position import TrackedLoader
 from onthefly.sessions.manifest import Reason
 from onthefly.sessions.ring import CheckpointRing, Entry
 from onthefly.sessions.writer import export_path
@@ -85,6 +86,7 @@ class Checkpointer(Callback):
         self._trainer: Any = None
         self._trained = 0
         self._counts_fetches = False
+        self._counted: list[TrackedLoader] = []  # this epoch's, when counting fetches
         self._requested: loaders.Requested | None = None
         self._stop_listening: Callable[[], None] | None = None
         self._saved: resume.SavedState | None = None
@@ -132,6 +134,7 @@ class Checkpointer(Callback):
         # Lightning may have reloaded the loaders
         loaders.track(trainer, self._requested, self.session.has_commands)
         self._trained = 0
+        self._counted = loaders.tracked(trainer) if self._counts_fetches else []
 
     def on_train_batch_start(
         self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
@@ -142,8 +145,8 @@ class Checkpointer(Callback):
         self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._trained = batch_idx + 1
-        if self._counts_fetches:  # fetches up to here need no RNG state (see data_position)
-            loaders.mark_trained(trainer, self._trained)
+        if self._counted:  # fetches up to here need no RNG state (see data_position)
+            loaders.mark_trained(self._counted, self._trained)
 
     def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         if stage == "fit":

@@ -27,9 +27,23 @@ def driver(trainer: Any) -> Driver:
         >>> driver(lightning.Trainer()).name  # doctest: +SKIP
         'lightning'
     """
-    if isinstance(trainer, LightningTrainer):
-        return LightningDriver(trainer)
-    return NativeDriver(trainer)
+    # Several parts ask at every step: the driver is kept on the trainer itself (a
+    # driver holds nothing but its trainer; kept elsewhere, it would keep a finished run).
+    state = getattr(trainer, "__dict__", None)
+    found = None if state is None else state.get(_KEPT_AS)
+    if found is None:
+        found = (
+            LightningDriver(trainer)
+            if isinstance(trainer, LightningTrainer)
+            else NativeDriver(trainer)
+        )
+        if state is not None:
+            state[_KEPT_AS] = found
+    return found
+
+
+_KEPT_AS = "_onthefly_driver"
+"""The trainer attribute its driver is kept under."""
 
 
 __all__ = ["Driver", "driver"]

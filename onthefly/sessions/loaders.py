@@ -117,10 +117,16 @@ def track(
         ]
 
 
-def mark_trained(trainer: TrainerHost, count: int) -> None:
+def mark_trained(tracked: list[TrackedLoader], count: int) -> None:
     """Native: ``count`` batches of the epoch are trained on (fetches up to there need no
-    RNG state). Lightning prefetches, so its iterators keep every fetch's state."""
-    for loader in _tracked(trainer):
+    RNG state). Lightning prefetches, so its iterators keep every fetch's state.
+
+    Args:
+        tracked: the training loaders, as :func:`tracked` found them at the epoch's start
+            (asked once per epoch: this runs at every batch).
+        count: the batches of the epoch trained on so far.
+    """
+    for loader in tracked:
         if loader.iterator is not None:
             loader.iterator.trained = count
 
@@ -128,7 +134,7 @@ def mark_trained(trainer: TrainerHost, count: int) -> None:
 def exact(trainer: TrainerHost, consumed: int) -> bool:
     """Whether an export after ``consumed`` trained batches of the epoch would resume
     exactly (native; Lightning's iterators keep every fetch's state)."""
-    return all(loader.exact(consumed) for loader in _tracked(trainer))
+    return all(loader.exact(consumed) for loader in tracked(trainer))
 
 
 def run_loaders(trainer: TrainerHost) -> list[Any]:
@@ -159,7 +165,7 @@ def resume(trainer: TrainerHost, saved: list[DataPosition], rng_after: RngState)
     run = driver(trainer)
     if not run.fetches_ahead:
         run.replace_train_loaders([TrackedLoader.wrap(x) for x in run.train_loaders()])
-    for loader, position in zip(_tracked(trainer), saved, strict=False):
+    for loader, position in zip(tracked(trainer), saved, strict=False):
         loader.arm(Resume(position, rng_after))
     run.restart_train_iterator()
 
@@ -170,11 +176,11 @@ def release(trainer: TrainerHost) -> None:
     The wrappers keep the last epoch's iterator for its position, so without this its
     workers would live on with the trainer until a garbage collection, which then stalls.
     """
-    for loader in _tracked(trainer):
+    for loader in tracked(trainer):
         loader.release()
 
 
-def _tracked(trainer: TrainerHost) -> list[TrackedLoader]:
+def tracked(trainer: TrainerHost) -> list[TrackedLoader]:
     """The training loaders wrapped so far."""
     return [x for x in driver(trainer).train_loaders() if isinstance(x, TrackedLoader)]
 
