@@ -5,7 +5,15 @@ every per-step hook of every part of :class:`onthefly.OnTheFly`, the hook dispat
 them, the per-sample capture inside the training step and the data-position tracker around
 the loader, and reads the CPU time of the process's other threads (the session server, the
 runtime sampler: they compete with the training thread for the GIL and the cores). Each
-figure is microseconds per optimizer step, in the steady state (after ``WARMUP`` steps).
+figure is microseconds per optimizer step, in the steady state (after ``WARMUP`` steps), and
+each timer counts its own time only (a part's hook inside the optimizer's step is taken out
+of the step's figure).
+
+The user's own work (``user: fetch``, ``forward``, ``loss``, ``backward``, ``optimizer
+step``) is timed too, in the same runs and in runs of the same driver without OnTheFly,
+side by side: what OnTheFly costs a step is its own timed work, plus what the user's work
+is slowed by (the code OnTheFly runs between the user's takes its place in the CPU's
+caches; its threads take the GIL).
 
 Timers add ~0.2 µs per timed call, so the parts sum to slightly more than what they cost
 untimed; the step time itself is taken without them, by the ratio benchmark
@@ -20,12 +28,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import sys
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import lightning.pytorch as pl
@@ -42,6 +51,10 @@ from onthefly.native.hooks import implementation
 from onthefly.samples.slot import Slot
 from onthefly.sessions.data_position import TrackedIterator
 
+DRIVERS = ("native", "lightning")
+ROUNDS = 3
+"""Runs of each column; the table gives their medians."""
+
 STEP_HOOKS = (
     "on_train_batch_start",
     "on_before_backward",
@@ -54,23 +67,33 @@ STEP_HOOKS = (
 
 
 class Timers:
-    """Accumulated seconds per label, only inside the timed window."""
+    """Accumulated seconds per label, only inside the timed window and on the training thread.
+
+    Each label gets its own time only: a timed call inside another (a part's hook inside the
+    optimizer's step, the fetch inside the data-position tracker) is taken out of the outer
+    one's figure.
+    """
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         self.active = False
+        self.thread = threading.get_ident()
+        self._nested = [0.0]  # per open timed call, the time of the timed calls inside it
 
     def wrap(self, label: str, function: Callable[..., Any]) -> Callable[..., Any]:
-        seconds, clock = self.seconds, time.perf_counter
+        seconds, clock, nested = self.seconds, time.perf_counter, self._nested
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            if not self.active:
+            if not self.active or threading.get_ident() != self.thread:
                 return function(*args, **kwargs)
+            nested.append(0.0)
             start = clock()
             try:
                 return function(*args, **kwargs)
             finally:
-                seconds[label] += clock() - start
+                spent = clock() - start
+                seconds[label] += spent - nested.pop()
+                nested[-1] += spent
 
         return timed
 
@@ -135,15 +158,25 @@ def _time_parts(callback: OnTheFly, timers: Timers) -> None:
     callback.parts = callback.parts  # rebuild the dispatch tables from the timed methods
 
 
+USER_WORK: tuple[tuple[Any, str, str], ...] = (
+    (dataloader._BaseDataLoaderIter, "__next__", "fetch"),
+    (nn.Sequential, "forward", "forward"),
+    (nn.CrossEntropyLoss, "forward", "loss"),
+    (torch.Tensor, "backward", "backward"),
+    (torch.optim.Adam, "step", "optimizer step"),
+)
+"""The user's own work in a step, timed with and without OnTheFly (labelled ``user: …``)."""
+
+INTERNALS: tuple[tuple[Any, str, str], ...] = (
+    (Slot, "keep", "per-sample capture (in the step)"),
+    (TrackedIterator, "__next__", "data position"),
+    (native_hooks.Hooks, "call", "hook dispatch"),
+)
+"""OnTheFly's own work on the training thread outside the parts' hooks."""
+
+
 @contextmanager
-def _timed_internals(timers: Timers) -> Iterator[None]:
-    """Time the per-sample capture, the tracker around the loader and the native dispatch."""
-    patches = [
-        (Slot, "keep", "per-sample capture (in the step)"),
-        (TrackedIterator, "__next__", "data position + fetch"),
-        (dataloader._BaseDataLoaderIter, "__next__", "fetch"),
-        (native_hooks.Hooks, "call", "hook dispatch + hooks"),
-    ]
+def _timed(timers: Timers, patches: list[tuple[Any, str, str]]) -> Iterator[None]:
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
     try:
         for owner, name, label in patches:
@@ -154,18 +187,23 @@ def _timed_internals(timers: Timers) -> Iterator[None]:
             setattr(owner, name, original)
 
 
-def profile(driver: str, work: Workload) -> dict[str, float]:
-    """Microseconds per step of each part under ``driver`` (``native`` or ``lightning``)."""
+def profile(driver: str, work: Workload, attached: bool = True) -> dict[str, float]:
+    """Microseconds per step of each part under ``driver`` (``native`` or ``lightning``);
+    ``attached=False``: the same run without OnTheFly (the user's work only)."""
     torch.manual_seed(0)
     timers = Timers()
     window, watcher = _Window(timers), _Watcher()
     if driver == "native":
         model = work.make_model()
+        session: dict[str, Any] = {"run_name": "profile", "quiet": True}
         trainer: Any = onthefly.Trainer(
-            project="bench", run_name="profile", max_steps=work.steps, progress_bar=False,
-            callbacks=[window, watcher], quiet=True,
-        )  # fmt: skip
-        umbrella = trainer.callbacks[0]
+            project="bench",
+            max_steps=work.steps,
+            progress_bar=False,
+            callbacks=[window, watcher] if attached else [window],
+            **(session if attached else {"session": False}),
+        )
+        umbrella = trainer.callbacks[0] if attached else None
 
         def fit() -> None:
             trainer.fit(
@@ -180,30 +218,61 @@ def profile(driver: str, work: Workload) -> dict[str, float]:
             callbacks=[window], max_steps=work.steps, logger=False, enable_checkpointing=False,
             enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
         )  # fmt: skip
-        umbrella = onthefly.attach_lightning(
-            trainer, project="bench", run_name="profile", quiet=True
-        )
-        trainer.callbacks.append(watcher)
+        umbrella = None
+        if attached:
+            umbrella = onthefly.attach_lightning(
+                trainer, project="bench", run_name="profile", quiet=True
+            )
+            trainer.callbacks.append(watcher)
 
         def fit() -> None:
             trainer.fit(module, train_dataloaders=make_loader(work))
 
-    _time_parts(umbrella, timers)
-    with _timed_internals(timers), _watching_client(watcher):
+    patches: list[tuple[Any, str, str]] = [
+        (owner, name, f"user: {label}") for owner, name, label in USER_WORK
+    ]
+    if umbrella is not None:
+        _time_parts(umbrella, timers)
+        patches += INTERNALS
+    with _timed(timers, patches), _watching_client(watcher) if attached else nullcontext():
         fit()
     per_step = {label: s / window.steps * 1e6 for label, s in timers.seconds.items()}
-    parts = sum(per_step.get(type(p).__name__, 0.0) for p in umbrella.parts)
     figures = {f"us[{label}]": value for label, value in sorted(per_step.items())}
-    figures["us[parts' hooks]"] = parts
-    if "hook dispatch + hooks" in per_step:
-        figures["us[hook dispatch]"] = per_step["hook dispatch + hooks"] - parts
-    if "data position + fetch" in per_step:
-        figures["us[data position]"] = per_step["data position + fetch"] - per_step["fetch"]
+    user = sum(v for label, v in per_step.items() if label.startswith("user: "))
+    figures["us[user: all timed]"] = user
+    if umbrella is not None:
+        parts = sum(per_step.get(type(p).__name__, 0.0) for p in umbrella.parts)
+        figures["us[parts' hooks]"] = parts
+        internals = sum(per_step.get(label, 0.0) for _, _, label in INTERNALS)
+        figures["us[OnTheFly, all timed]"] = parts + internals
     figures["us[other threads' CPU]"] = sum(window.threads.values()) / window.steps * 1e6
     for name, seconds in window.threads.items():
         figures[f"us[thread {name}]"] = seconds / window.steps * 1e6
     figures["us[step, timed]"] = window.wall / window.steps * 1e6
     return figures
+
+
+def profiles(work: Workload, rounds: int = ROUNDS) -> dict[str, dict[str, float]]:
+    """Each column's figures: the median of ``rounds`` runs, the runs of a driver with and
+    without OnTheFly alternating (this machine's speed drifts by tens of percent in minutes:
+    only runs side by side compare)."""
+    runs: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for round_ in range(rounds):
+        for driver in DRIVERS:
+            order = (True, False) if round_ % 2 == 0 else (False, True)
+            for attached in order:
+                runs[_column(driver, attached)].append(profile(driver, work, attached))
+    return {
+        column: {
+            label: statistics.median(run[label] for run in found if label in run)
+            for label in {label for run in found for label in run}
+        }
+        for column, found in runs.items()
+    }
+
+
+def _column(driver: str, attached: bool) -> str:
+    return driver if attached else f"{driver}, no OnTheFly"
 
 
 def _long(work: Workload, steps: int) -> Workload:
@@ -212,28 +281,29 @@ def _long(work: Workload, steps: int) -> Workload:
 
 
 def test_step_profile(benchmark: Any) -> None:
-    """The per-part table of both drivers on the seed MLP (3,000 steps each)."""
+    """The per-part table of both drivers on the seed MLP (3,000 steps a run)."""
     torch.set_num_threads(1)
     work = _long(WORKLOADS[0], 3000)
-    results = benchmark.pedantic(
-        lambda: {driver: profile(driver, work) for driver in DRIVERS}, rounds=1, iterations=1
-    )
+    results = benchmark.pedantic(lambda: profiles(work), rounds=1, iterations=1)
+    columns = [_column(driver, attached) for driver in DRIVERS for attached in (True, False)]
     labels = sorted({label for figures in results.values() for label in figures})
     benchmark.extra_info["table"] = {
-        "columns": ["µs per step", *DRIVERS],
+        "columns": ["µs per step", *columns],
         "rows": [
-            [label[3:-1], *(results[driver].get(label) for driver in DRIVERS)] for label in labels
+            [label[3:-1], *(results[column].get(label) for column in columns)] for label in labels
         ],
     }
-
-
-DRIVERS = ("native", "lightning")
 
 
 def main(drivers: list[str]) -> None:
     torch.set_num_threads(1)
     work = _long(WORKLOADS[0], 3000)
-    json.dump({driver: profile(driver, work) for driver in drivers}, sys.stdout, indent=1)
+    figures = {
+        _column(driver, attached): profile(driver, work, attached)
+        for driver in drivers
+        for attached in (True, False)
+    }
+    json.dump(figures, sys.stdout, indent=1)
     print()
 
 
