@@ -1,11 +1,15 @@
 """The host syncs OnTheFly adds per training step (target: 0).
 
 Every tensor-to-host call (``.item()``, ``.cpu()``, ``.tolist()`` …) whose caller is
-OnTheFly's own code is counted during the steps between two flushes of a native run.
+OnTheFly's own code on the training thread is counted during the steps between two flushes of
+a native run. The history writer's thread reads the values that were copied to the host
+(``.numpy()`` of a host tensor), at moments that depend on the machine's speed: those calls
+never make the training loop wait, so they are not counted.
 """
 
 from __future__ import annotations
 
+import threading
 import traceback
 from typing import Any
 
@@ -21,17 +25,18 @@ SYNC_NAMES = ("item", "cpu", "tolist", "numpy", "__float__", "__int__", "__bool_
 
 
 class _SyncCounter:
-    """Counts tensor→host calls whose caller is OnTheFly's own code."""
+    """Counts tensor→host calls on the training thread whose caller is OnTheFly's own code."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls = 0
         self.active = False
+        self.thread = threading.get_ident()
         for name in SYNC_NAMES:
             monkeypatch.setattr(torch.Tensor, name, self._wrap(getattr(torch.Tensor, name)))
 
     def _wrap(self, original: Any) -> Any:
         def counted(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            if self.active:
+            if self.active and threading.get_ident() == self.thread:
                 frames = traceback.extract_stack(limit=4)[:-1]
                 if any("/onthefly/" in frame.filename for frame in frames):
                     self.calls += 1
