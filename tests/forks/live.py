@@ -37,6 +37,9 @@ PAUSE_AT = 150
 HARD_LR = 1e-3
 """A fork's learning rate on the hard slice (a short fine-tune)."""
 
+HARD = synthetic.make_task().hard_train_idx
+"""The training indices of the task's hard slice (what a fork specialises on by default)."""
+
 Script = Callable[[LiveClient, Any], None]
 
 
@@ -254,3 +257,11 @@ def error(answer: dict[str, Any]) -> tuple[str, str]:
     """The code and message of an error frame."""
     assert answer["type"] == "error", answer
     return answer["error"]["code"], answer["error"]["message"]
+
+
+def start_fork(client: LiveClient, name: str, **fields: Any) -> dict[str, Any]:
+    """Fork the paused run (on the hard slice, 20 steps at :data:`HARD_LR`, unless ``fields``
+    say otherwise) and return the reply's data."""
+    budget = {} if "epochs" in fields else {"steps": 20}
+    fields = {"indices": HARD, "lr": HARD_LR, **budget, **fields}
+    return reply(client.call("fork", name=name, **fields))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from onthefly.hub import Hub
@@ -25,3 +27,15 @@ def status_of(url: str) -> int:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
+    """``check()``'s first true value, asked every 50 ms; fails after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout} s: {check}")
+        time.sleep(0.05)

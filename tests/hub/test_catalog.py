@@ -2,20 +2,9 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from typing import Any
-
 from onthefly.hub.catalog import Catalog
+from tests.hub.client import eventually
 from tests.live_session import live_session
-
-
-def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        assert time.monotonic() < deadline, f"gave up after {timeout} s"
-        time.sleep(0.05)
-    return value
 
 
 def test_ended_sessions_are_kept_up_to_the_bound_oldest_forgotten_first() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,19 +17,8 @@ from websockets.sync.client import ClientConnection, connect
 from onthefly.errors import ConfigurationError
 from onthefly.hub import Hub
 from onthefly.hub.address import read_hub
-from tests.hub.client import listing, status_of
+from tests.hub.client import eventually, listing, status_of
 from tests.live_session import live_session
-
-
-def eventually(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {timeout} s: {check}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
