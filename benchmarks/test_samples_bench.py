@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,7 @@ def _capture(work: Workload) -> dict[str, float]:
 @pytest.mark.parametrize("work", WORKLOADS, ids=[w.name for w in WORKLOADS])
 def test_capture_overhead(benchmark: Any, work: Workload) -> None:
     torch.set_num_threads(1)
-    short = Workload(work.name, work.make_model, work.features, work.classes,
-                              work.samples, work.batch_size, WARMUP + 2)  # fmt: skip
+    short = replace(work, steps=WARMUP + 2)
     _steps(short, True)  # warm up imports and allocator
     medians = benchmark.pedantic(_capture, args=(work,), rounds=1, iterations=1)
     benchmark.extra_info.update(
@@ -140,8 +140,7 @@ def test_capture_cost_per_path(benchmark: Any, work: Workload, path: str) -> Non
                 times[track].append(_path_steps(work, path, track))
         return {"off": statistics.median(times[False]), "on": statistics.median(times[True])}
 
-    short = Workload(work.name, work.make_model, work.features, work.classes,
-                              work.samples, work.batch_size, WARMUP + 2)  # fmt: skip
+    short = replace(work, steps=WARMUP + 2)
     _path_steps(short, path, True)  # warm up imports and allocator
     found = benchmark.pedantic(medians, rounds=1, iterations=1)
     benchmark.extra_info.update(

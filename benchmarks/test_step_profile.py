@@ -35,6 +35,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import replace
 from typing import Any
 
 import lightning.pytorch as pl
@@ -275,15 +276,10 @@ def _column(driver: str, attached: bool) -> str:
     return driver if attached else f"{driver}, no OnTheFly"
 
 
-def _long(work: Workload, steps: int) -> Workload:
-    return Workload(work.name, work.make_model, work.features, work.classes, work.samples,
-                    work.batch_size, steps)  # fmt: skip
-
-
 def test_step_profile(benchmark: Any) -> None:
     """The per-part table of both drivers on the seed MLP (3,000 steps a run)."""
     torch.set_num_threads(1)
-    work = _long(WORKLOADS[0], 3000)
+    work = replace(WORKLOADS[0], steps=3000)
     results = benchmark.pedantic(lambda: profiles(work), rounds=1, iterations=1)
     columns = [_column(driver, attached) for driver in DRIVERS for attached in (True, False)]
     labels = sorted({label for figures in results.values() for label in figures})
@@ -297,7 +293,7 @@ def test_step_profile(benchmark: Any) -> None:
 
 def main(drivers: list[str]) -> None:
     torch.set_num_threads(1)
-    work = _long(WORKLOADS[0], 3000)
+    work = replace(WORKLOADS[0], steps=3000)
     figures = {
         _column(driver, attached): profile(driver, work, attached)
         for driver in drivers

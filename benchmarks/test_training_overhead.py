@@ -351,8 +351,7 @@ def _timed(work: Workload) -> Workload:
 def test_training_overhead(benchmark: Any, work: Workload) -> None:
     torch.set_num_threads(1)
     for driver in DRIVERS.values():  # warm up imports, allocator and thread pools
-        driver(Workload(work.name, work.make_model, work.features, work.classes,
-                        work.samples, work.batch_size, WARMUP + 2))  # fmt: skip
+        driver(replace(work, steps=WARMUP + 2))
     measured = benchmark.pedantic(
         _measure, args=(_timed(work), ROUNDS[work.name]), rounds=1, iterations=1
     )

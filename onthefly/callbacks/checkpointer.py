@@ -85,8 +85,7 @@ class Checkpointer(Callback):
         self.ring = CheckpointRing(Path(RING_FOLDER), checkpoints, checkpoint_bytes)
         self._trainer: Any = None
         self._trained = 0
-        self._counts_fetches = False
-        self._counted: list[TrackedLoader] = []  # this epoch's, when counting fetches
+        self._counted: list[TrackedLoader] = []  # native: this epoch's, to count fetches
         self._requested: loaders.Requested | None = None
         self._stop_listening: Callable[[], None] | None = None
         self._saved: resume.SavedState | None = None
@@ -106,7 +105,6 @@ class Checkpointer(Callback):
         if stage != "fit":
             return
         self._trainer = trainer
-        self._counts_fetches = not driver(trainer).fetches_ahead
         workdir = self.session.workdir
         # Also on exits that skip teardown; RunSession.close removes it in the normal case.
         weakref.finalize(self, shutil.rmtree, str(workdir), True)
@@ -134,7 +132,7 @@ class Checkpointer(Callback):
         # Lightning may have reloaded the loaders
         loaders.track(trainer, self._requested, self.session.has_commands)
         self._trained = 0
-        self._counted = loaders.tracked(trainer) if self._counts_fetches else []
+        self._counted = [] if driver(trainer).fetches_ahead else loaders.tracked(trainer)
 
     def on_train_batch_start(
         self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int

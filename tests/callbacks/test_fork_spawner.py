@@ -20,6 +20,7 @@ from tests.forks import synthetic
 from tests.forks.live import (
     HARD,
     PAUSE_AT,
+    TASK,
     assert_same,
     error,
     native_run,
@@ -27,9 +28,6 @@ from tests.forks.live import (
     reply,
     start_fork,
 )
-
-TASK = synthetic.make_task()
-
 
 # ---------------------------------------------------------------------------- the parent
 

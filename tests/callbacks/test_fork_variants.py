@@ -1,8 +1,6 @@
 """ForkSpawner beyond the native full-weight fork: adapter forks, Lightning forks, forks in
-an export, and the merge's defaults (the validation gate, baselines, narrow slices).
-
-Every test drives a real training run of the synthetic task (a known hard minority region)
-through a real session server with a real websocket client, paused at a known step.
+an export, and the merge's defaults (the validation gate, baselines, narrow slices), in the
+live runs of ``tests/forks/live.py``.
 """
 
 from __future__ import annotations
@@ -14,9 +12,9 @@ import pytest
 import torch
 
 from tests.callbacks.live import LiveClient
-from tests.forks import synthetic
 from tests.forks.live import (
     PAUSE_AT,
+    TASK,
     assert_same,
     error,
     lightning_run,
@@ -25,9 +23,6 @@ from tests.forks.live import (
     reply,
     start_fork,
 )
-
-TASK = synthetic.make_task()
-
 
 # ---------------------------------------------------------------------------- adapters
 

@@ -37,7 +37,10 @@ PAUSE_AT = 150
 HARD_LR = 1e-3
 """A fork's learning rate on the hard slice (a short fine-tune)."""
 
-HARD = synthetic.make_task().hard_train_idx
+TASK = synthetic.make_task()
+"""The task the live runs train on."""
+
+HARD = TASK.hard_train_idx
 """The training indices of the task's hard slice (what a fork specialises on by default)."""
 
 Script = Callable[[LiveClient, Any], None]
