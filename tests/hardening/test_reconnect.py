@@ -38,6 +38,8 @@ class Resuming:
         self.seqs: list[int] = []
         self.modes: list[str] = []
         self.subscribes = 0
+        self.resumed = threading.Event()
+        """Set at each resume's reply: the server is then streaming to this client."""
 
     @property
     def last(self) -> int:
@@ -64,6 +66,7 @@ class Resuming:
         """Take one frame; ``True`` once the run finished."""
         if message["type"] == "reply":
             self.modes.append(message["data"]["mode"])
+            self.resumed.set()
             return False
         events = message["events"] if message["type"] == "batch" else [message]
         for event in events:
@@ -85,8 +88,12 @@ def test_a_hundred_reconnects_miss_and_repeat_nothing(onthefly_home: Path, tmp_p
             resuming.visit(rng, stay=rng.choice([0.0, 0.001, 0.005, 0.02, 0.05]))
             time.sleep(rng.choice([0.0, 0.002, 0.01]))  # events go on while it is away
         control = Wire(session)
+        resuming.resumed.clear()
         last_visit = threading.Thread(target=resuming.visit, args=(rng, None))
         last_visit.start()
+        # Stopped only once the last visit is subscribed: the session closes when the run
+        # ends, and a visit that came later would find no server rather than the last events.
+        assert resuming.resumed.wait(timeout=30)
         assert control.call("stop")["type"] == "reply"
         last_visit.join(timeout=60)
         steady.wait(lambda: any(e.get("state") == "finished" for e in steady.events))
