@@ -56,12 +56,12 @@ class _Clock(pl.Callback):
         self.steps = trainer.global_step - WARMUP
 
 
-def _steps(work: Workload, track: bool) -> float:
+def _steps(work: Workload, track: bool, *also: pl.Callback) -> float:
     torch.manual_seed(0)
     model = work.make_model()
     clock = _Clock()
     trainer = onthefly.Trainer(
-        project="bench", max_steps=work.steps, progress_bar=False, callbacks=[clock],
+        project="bench", max_steps=work.steps, progress_bar=False, callbacks=[clock, *also],
         quiet=True, port=0, track_samples=track,
     )  # fmt: skip
     trainer.fit(
@@ -154,6 +154,7 @@ def test_capture_cost_per_path(benchmark: Any, work: Workload, path: str) -> Non
 
 
 MLPS = [work for work in WORKLOADS if "mlp" in work.name]
+CAPTURE_RUNS = 7
 
 
 @pytest.mark.parametrize("work", MLPS, ids=[w.name for w in MLPS])
@@ -166,9 +167,19 @@ def test_training_thread_time_per_batch(
     Of which: the loss evaluations with ``reduction="none"`` left in the step, timed in place
     the same way (a cross-entropy on small scores is evaluated by the copy to the host, on the
     history writer's thread, which is not counted here).
+
+    The timing itself costs time: in a training step, where little of the code is still in
+    the CPU's caches, a timed call costs a microsecond or two more than the call. So the same
+    timer is put around three empty hooks of another callback, at the batch's start, before
+    the backward pass (right after the loss call, where the capture runs) and at its end:
+    that floor is reported, and the net figure is the tracker's time less the floor.
+
+    Other load on a shared machine only ever adds to these times, by tens of percent from
+    one run to the next, so the figures are those of the least of ``CAPTURE_RUNS`` runs (as
+    ``timeit`` advises), with the median of the net figure beside them.
     """
     torch.set_num_threads(1)
-    spent = {"all": 0.0, "unreduced": 0.0}
+    spent = {"all": 0.0, "unreduced": 0.0, "floor": 0.0}
     training = threading.main_thread()
 
     def timed(original: Any, key: str) -> Any:
@@ -192,15 +203,36 @@ def test_training_thread_time_per_batch(
     ):
         monkeypatch.setattr(owner, name, timed(getattr(owner, name), "all"))
     monkeypatch.setattr(F, "cross_entropy", timed(F.cross_entropy, "unreduced"))
+    for name in ("on_train_batch_start", "on_before_backward", "on_train_batch_end"):
+        monkeypatch.setattr(_Empty, name, timed(getattr(_Empty, name), "floor"))
+    runs: list[dict[str, float]] = []
 
-    def run() -> dict[str, float]:
-        spent.update(all=0.0, unreduced=0.0)
-        _steps(work, True)
-        return {key: value / work.steps for key, value in spent.items()}
+    def run() -> None:
+        spent.update(all=0.0, unreduced=0.0, floor=0.0)
+        _steps(work, True, _Empty())
+        runs.append({key: value / work.steps * 1e6 for key, value in spent.items()})
 
-    per_batch = benchmark.pedantic(run, rounds=3, iterations=1)
-    benchmark.extra_info["us_per_batch[hooks + capture]"] = per_batch["all"] * 1e6
-    benchmark.extra_info["us_per_batch[of which unreduced losses]"] = per_batch["unreduced"] * 1e6
+    benchmark.pedantic(run, rounds=CAPTURE_RUNS, iterations=1)
+    nets = [figures["all"] - figures["floor"] for figures in runs]
+    least = runs[nets.index(min(nets))]
+    benchmark.extra_info["us_per_batch[hooks + capture]"] = least["all"]
+    benchmark.extra_info["us_per_batch[of which unreduced losses]"] = least["unreduced"]
+    benchmark.extra_info["us_per_batch[timer floor]"] = least["floor"]
+    benchmark.extra_info["us_per_batch[net of the timer]"] = min(nets)
+    benchmark.extra_info["us_per_batch[net of the timer, median]"] = statistics.median(nets)
+
+
+class _Empty(pl.Callback):
+    """Three empty hooks, at the points where the tracker's timed code runs."""
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        pass
+
+    def on_before_backward(self, *args: Any) -> None:
+        pass
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        pass
 
 
 def _plain_eval(model: nn.Module, loader: DataLoader[Any]) -> float:

@@ -42,7 +42,7 @@ from onthefly.samples.loss_spec import FUNCTIONAL_LOSSES, LossSpec, describe_los
 from onthefly.samples.preview import Describe
 from onthefly.samples.scan import EmbeddingFn
 from onthefly.samples.selection import Selections
-from onthefly.samples.slot import LossTap, Slot, arm
+from onthefly.samples.slot import CLOSED, LossTap, Slot, arm
 from onthefly.samples.store import SampleStore
 
 log = logging.getLogger(__name__)
@@ -100,11 +100,14 @@ class SampleTracker(Callback):
         self._step_before = 0  # global_step when the batch started
         self._history: HistoryWriter | None = None
         self._unwrap_source: Callable[[], None] | None = None
-        self._slot: Slot | None = None
+        self._slot: Slot | None = None  # armed for the batch in progress
         self._ids: Ids | None = None
+        self._specs: dict[int, LossSpec | None] = {}  # loss descriptions, made once
+        # One slot, armed for the whole run and opened at each batch's start (values None),
+        # closed at its end: a new object and two thread-local writes per step cost more.
+        self._batch_slot = Slot(0, CLOSED, specs=self._specs)
         self._trainer: Any = None
         self._warned = False
-        self._specs: dict[int, LossSpec | None] = {}  # loss descriptions, made once
         self._outbox: list[Chunk] | None = None  # another rank's values, until sent to rank 0
         session.on_quiet(self.flush)
         session.ranks.exchange.provide("samples", self._send)
@@ -136,40 +139,56 @@ class SampleTracker(Callback):
     def on_train_batch_start(
         self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
+        # This and the batch's end run at every step: each Python call costs microseconds
+        # there, so the usual path makes as few as it can.
         if self._history is None and self._outbox is None:  # not tracking (the session is off)
             return
-        ids = self._batch_ids(batch)
+        if self._indexed:  # the index list the sampler yielded for this batch
+            item = self._taps.recorder.pop()
+            ids = [item] if isinstance(item, int) else item
+        else:
+            ids = self._unindexed_ids(batch)
         self._ids = ids
-        self._step_before = int(trainer.global_step)
-        self._slot = None if ids is None else Slot(len(ids), specs=self._specs)
-        arm(self._slot)
-        if self._watch and self._slot is not None:
+        self._step_before = trainer.global_step
+        if ids is None:
+            self._slot = None
+            return
+        slot = self._slot = self._batch_slot
+        slot.n, slot.values = len(ids), None
+        if self._watch:
             self._mode.enter()
 
     def on_before_zero_grad(self, trainer: TrainerHost, pl_module: Any, optimizer: Any) -> None:
-        self._mode.leave()  # the step's loss is computed: the rest of the step is not watched
+        # The step's loss is computed: the rest of the step is not watched.
+        if self._mode.active:
+            self._mode.leave()
 
     def on_before_backward(self, trainer: TrainerHost, pl_module: Any, loss: Any) -> None:
-        self._mode.leave()
+        if self._mode.active:
+            self._mode.leave()
 
     def on_train_batch_end(
         self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self._mode.leave()
+        if self._mode.active:
+            self._mode.leave()
         slot, ids = self._slot, self._ids
         if slot is None or ids is None:
             return
-        arm(None)
         self._slot = self._ids = None
-        returned = _returned_values(outputs, slot.n)
-        values = returned or slot.values
-        self._adapt(returned is not None, values is not None)
+        values, slot.values = slot.values, CLOSED
+        returned = None
+        if type(outputs) is not dict or PER_SAMPLE_KEY in outputs:  # the usual step: neither
+            returned = _returned_values(outputs, slot.n)
+        values = returned or values
+        if values is None or returned is not None or self._misses:
+            self._adapt(returned is not None, values is not None)  # else nothing would change
         if values is None:
             return
         # The optimizer step the batch counts to, as telemetry numbers it: global_step after
         # it, also for the micro-batches of an accumulation window that have not stepped yet.
-        step = int(trainer.global_step)
-        self._buffer.add(max(step, self._step_before + 1), int(trainer.current_epoch), ids, values)
+        step = trainer.global_step
+        self._buffer.add(max(step, self._step_before + 1), trainer.current_epoch, ids, values)
 
     # ------------------------------------------------------------------ public
 
@@ -228,6 +247,8 @@ class SampleTracker(Callback):
         self._unwrap_source = driver(trainer).on_train_loaders_requested(self._on_loaders)
         if self._unwrap_source is None:
             log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
+        self._batch_slot.values = CLOSED
+        arm(self._batch_slot)  # on the training thread, where setup runs
 
     def _on_loaders(self, requested: Any) -> None:
         self._indexed = self._taps.install(sources.first_loader(requested))
@@ -258,14 +279,12 @@ class SampleTracker(Callback):
         slot, ids, trainer = self._slot, self._ids, self._trainer
         if slot is None or ids is None or slot.values is None or trainer is None:
             return
-        arm(None)
+        values, slot.values = slot.values, CLOSED
         self._slot = self._ids = None
-        self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), ids, slot.values)
+        self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), ids, values)
 
-    def _batch_ids(self, batch: Any) -> Ids | None:
-        if self._indexed:
-            item = self._taps.pop()
-            return [item] if isinstance(item, int) else item
+    def _unindexed_ids(self, batch: Any) -> Ids:
+        """The ids of a batch whose loader has no index sampler to record."""
         n = batch_size(batch)
         keyed = ids_from_batch(batch, n)
         return keyed if keyed is not None else self._counter.take(n)
@@ -326,9 +345,7 @@ class SampleTracker(Callback):
 
 
 def _returned_values(outputs: Any, n: int) -> SampleValues | None:
-    # ``type(...) is dict`` first: the usual outputs skip the Mapping ABC check at every step.
-    mapping = type(outputs) is dict or isinstance(outputs, Mapping)
-    value = outputs.get(PER_SAMPLE_KEY) if mapping else None
+    value = outputs.get(PER_SAMPLE_KEY) if isinstance(outputs, Mapping) else None
     if isinstance(value, torch.Tensor) and value.numel() == n:
         return SampleValues(value.detach().reshape(n).float())
     return None

@@ -253,20 +253,21 @@ class SampleBuffer:
 def _start(rows: list[_Row]) -> _Transfer:
     """Concatenate each column of the rows into one tensor and start copying it to the host;
     rows already on the host are left as they are (see the module docstring)."""
-    sizes = np.fromiter((len(row[2]) for row in rows), np.int64, len(rows))
-    if all(_on_host(row) for row in rows):
+    sizes = np.array([len(row[2]) for row in rows], dtype=np.int64)
+    if _on_host(rows):
         return _Transfer(rows, sizes, on_host=True)
     return _Transfer(rows, sizes, _columns(rows, sizes))
 
 
-def _on_host(row: _Row) -> bool:
-    ids, values = row[2], row[3]
-    computed = values.loss if values.loss is not None else values.predicted
-    return (
-        computed is not None
-        and computed.device.type == "cpu"
-        and (not isinstance(ids, torch.Tensor) or ids.device.type == "cpu")
-    )
+def _on_host(rows: list[_Row]) -> bool:
+    """Whether every row's tensors are on the CPU (one loop: this runs on the training thread)."""
+    for _, _, ids, values in rows:
+        computed = values.loss if values.loss is not None else values.predicted
+        if computed is None or computed.device.type != "cpu":
+            return False
+        if isinstance(ids, torch.Tensor) and ids.device.type != "cpu":
+            return False
+    return True
 
 
 def _columns(rows: list[_Row], sizes: np.ndarray) -> dict[str, HostCopy]:

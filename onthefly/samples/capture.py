@@ -113,10 +113,6 @@ def per_sample(
     """
     if not (isinstance(preds, torch.Tensor) and isinstance(target, torch.Tensor)) or n < 1:
         return None
-    if scores and not correctness:
-        deferred = _deferred(spec, preds, target, n)
-        if deferred is not None:  # class indices need no detaching: they carry no gradient
-            return SampleValues(None, None, target, preds.detach(), spec.ignore_index, deferred)
     # Detached inputs build no graph, so no ``no_grad`` context is needed (it costs time).
     preds, target = preds.detach(), target.detach()
     elements = spec.unreduced(preds, target)
@@ -138,23 +134,33 @@ def per_sample(
     return SampleValues(loss)
 
 
-def _deferred(spec: LossSpec, preds: torch.Tensor, target: torch.Tensor, n: int) -> LossCall | None:
-    """The loss call to leave to the copy, for one class target per sample and small scores
-    (kept anyway for their argmax): no kernel at all on the training step.
+def training_values(spec: LossSpec, preds: Any, target: Any, n: int) -> SampleValues | None:
+    """A training batch's values from its loss call: :func:`per_sample` keeping the scores,
+    with the usual case (one class target per sample, small scores) taken first.
 
-    Only on single or double precision scores: autocast, which converts a cross-entropy's
-    half-precision inputs to single precision, leaves those as they are, so a later call
-    outside the step's autocast region computes the same. Each check is one attribute read:
-    on a training step every call into torch costs microseconds, its code no longer cached.
+    That case launches no kernel at all: the detached scores and the targets are kept with
+    the loss call that gives their losses (:attr:`SampleValues.unreduced`), which the copy to
+    the host evaluates once for many batches. It is taken only on single or double precision
+    scores: autocast, which converts a cross-entropy's half-precision inputs to single
+    precision, leaves those as they are, so the later call outside the step's autocast
+    region computes the same bits. The checks are a few attribute reads, in one function:
+    this runs at every training step, where each Python call costs microseconds, its code no
+    longer in the CPU's caches.
     """
-    if not spec.class_index:
-        return None
-    shape = preds.shape
-    if len(shape) != 2 or shape[0] != n or n * shape[1] > DEFERRED_SCORES:
-        return None
-    if target.shape != (n,) or target.dtype != torch.long or preds.dtype not in _KEPT_EXACT:
-        return None
-    return spec.deferred()
+    if spec.class_index and type(preds) is torch.Tensor and type(target) is torch.Tensor:
+        shape = preds.shape
+        if (
+            len(shape) == 2
+            and shape[0] == n
+            and n * shape[1] <= DEFERRED_SCORES
+            and preds.dtype in _KEPT_EXACT
+            and target.dtype is torch.long
+            and target.shape == (n,)
+        ):
+            call = spec.deferred()
+            if call is not None:  # class indices need no detaching: they carry no gradient
+                return SampleValues(None, None, target, preds.detach(), spec.ignore_index, call)
+    return per_sample(spec, preds, target, n, correctness=False, scores=True)
 
 
 _KEPT_EXACT = (torch.float32, torch.float64)

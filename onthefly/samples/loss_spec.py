@@ -124,11 +124,17 @@ def _deferred_call(module: nn.Module) -> Callable[[], LossCall | None]:
     it has class weights (their per-sample division stays with the batch)."""
     fn = F.cross_entropy if isinstance(module, nn.CrossEntropyLoss) else F.nll_loss
     buffers, options = module._buffers, module.__dict__
+    # Asked at every training step: the call is made again only when an option changed.
+    made = LossCall(fn, options["ignore_index"], options.get("label_smoothing", 0.0))
 
     def deferred() -> LossCall | None:
+        nonlocal made
         if buffers.get("weight") is not None:
             return None
-        return LossCall(fn, options["ignore_index"], options.get("label_smoothing", 0.0))
+        ignore, smoothing = options["ignore_index"], options.get("label_smoothing", 0.0)
+        if ignore != made.ignore_index or smoothing != made.label_smoothing:
+            made = LossCall(fn, ignore, smoothing)
+        return made
 
     return deferred
 

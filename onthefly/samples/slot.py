@@ -17,7 +17,7 @@ from typing import Any
 
 from torch import nn
 
-from onthefly.samples.capture import SampleValues, per_sample
+from onthefly.samples.capture import SampleValues, training_values
 from onthefly.samples.loss_spec import LossSpec, describe_loss
 
 
@@ -49,14 +49,16 @@ class Slot:
             self.specs[key] = describe_loss(loss_fn)
         spec = self.specs[key]
         if spec is not None:
-            self.keep(spec, preds, target)
+            self.values = training_values(spec, preds, target, self.n)
 
     def keep(self, spec: LossSpec, preds: Any, target: Any) -> None:
         """Compute and keep the batch's values from a described loss call."""
-        # With one class target per sample the (small) scores are kept and the copy to the
-        # host takes one argmax for many batches, instead of one kernel per step.
-        self.values = per_sample(spec, preds, target, self.n, correctness=False, scores=True)
+        self.values = training_values(spec, preds, target, self.n)
 
+
+CLOSED = SampleValues(None)
+"""What a slot armed for a whole run holds between its training batches: a value already, so
+no loss call reports to it (each report path takes a slot whose ``values`` are ``None``)."""
 
 _local = threading.local()
 
@@ -68,7 +70,10 @@ def armed_slot() -> Slot | None:
 
 
 def arm(slot: Slot | None) -> None:
-    """Arm ``slot`` on this thread for one training batch; ``None`` disarms."""
+    """Arm ``slot`` on this thread; ``None`` disarms.
+
+    A slot may stay armed across batches: between two, its ``values`` are :data:`CLOSED`.
+    """
     _local.slot = slot
 
 

@@ -11,7 +11,8 @@ import pytest
 from onthefly import cli
 from onthefly.cli import samples as _cli_samples
 from tests.callbacks.live import LiveClient
-from tests.callbacks.test_sample_tracker import N, run_live
+from tests.callbacks.sample_runs import N
+from tests.callbacks.test_sample_tracker import run_live
 
 
 def test_scan_hist_select_and_samples(

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment
-from onthefly.samples.capture import SampleValues, per_sample
+from onthefly.samples.capture import SampleValues, training_values
 from onthefly.samples.loss_spec import describe_loss
 
 
@@ -85,7 +85,7 @@ def test_losses_left_to_the_copy_equal_each_batch_evaluated_alone() -> None:
     ):
         scores = torch.randn(size, 6, generator=g, dtype=dtype).requires_grad_()
         target = torch.randint(0, 6, (size,), generator=g)
-        values = per_sample(spec, scores, target, size, correctness=False, scores=True)
+        values = training_values(spec, scores, target, size)
         assert values is not None and values.loss is None
         eager = spec.unreduced(scores.detach(), target).float()
         expected.append(torch.where(target == 3, torch.nan, eager))

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from onthefly.samples.capture import host_values, per_sample
+from onthefly.samples.capture import host_values, per_sample, training_values
 from onthefly.samples.loss_spec import describe_loss
 
 
@@ -146,7 +146,7 @@ def test_an_unweighted_class_loss_is_left_to_the_copy_with_the_same_values(loss_
     spec = describe_loss(loss_fn)
     assert spec is not None
     scores, target = _batch(9)
-    values = per_sample(spec, scores, target, 9, correctness=False, scores=True)
+    values = training_values(spec, scores, target, 9)
     assert values is not None and values.loss is None  # no kernel in the training step
     assert torch.equal(values.loss_now(), spec.unreduced(scores.detach(), target))
 
@@ -156,11 +156,11 @@ def test_weights_half_precision_and_large_scores_keep_the_loss_in_the_step() -> 
     weighted = describe_loss(nn.CrossEntropyLoss(weight=WEIGHT))
     plain = describe_loss(nn.CrossEntropyLoss())
     assert weighted is not None and plain is not None
-    values = per_sample(weighted, scores, target, 4, correctness=False, scores=True)
+    values = training_values(weighted, scores, target, 4)
     assert values is not None and values.loss is not None
     half = scores.detach().bfloat16().requires_grad_()  # as an autocast forward gives them
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        values = per_sample(plain, half, target, 4, correctness=False, scores=True)
+        values = training_values(plain, half, target, 4)
     assert values is not None and values.loss is not None
     wide = torch.randn(2, 40_000, requires_grad=True)  # more scores than are kept
     values = per_sample(plain, wide, torch.tensor([0, 1]), 2, correctness=False, scores=True)
@@ -174,7 +174,33 @@ def test_single_precision_scores_under_autocast_are_left_with_the_autocast_value
     assert plain is not None
     scores, target = _batch(8)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        values = per_sample(plain, scores, target, 8, correctness=False, scores=True)
+        values = training_values(plain, scores, target, 8)
         in_step = plain.unreduced(scores.detach(), target)
     assert values is not None and values.loss is None
     assert torch.equal(values.loss_now(), in_step)
+
+
+def test_a_loss_module_changed_between_steps_is_left_with_its_options_of_each_step() -> None:
+    loss_fn = nn.CrossEntropyLoss()
+    spec = describe_loss(loss_fn)
+    assert spec is not None
+    scores, target = _batch(6)
+    kept = []
+    for smoothing, ignore in [(0.0, -100), (0.0, -100), (0.2, -100), (0.2, 3)]:
+        loss_fn.label_smoothing, loss_fn.ignore_index = smoothing, ignore
+        values = training_values(spec, scores, target, 6)
+        assert values is not None and values.loss is None
+        expected = F.cross_entropy(
+            scores.detach(),
+            target,
+            ignore_index=ignore,
+            label_smoothing=smoothing,
+            reduction="none",
+        )
+        kept.append((values, expected))
+    loss_fn.label_smoothing, loss_fn.ignore_index = 0.5, 1  # after the steps: changes nothing
+    for values, expected in kept:
+        assert torch.equal(values.loss_now(), expected)
+    loss_fn.weight = WEIGHT  # class weights: the loss is computed in the step again
+    values = training_values(spec, scores, target, 6)
+    assert values is not None and values.loss is not None
