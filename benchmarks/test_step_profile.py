@@ -49,7 +49,7 @@ from benchmarks.workloads import WORKLOADS, Workload, make_loader
 from onthefly.callbacks.onthefly import OnTheFly
 from onthefly.native import hooks as native_hooks
 from onthefly.native.hooks import implementation
-from onthefly.samples.slot import Slot
+from onthefly.samples import slot
 from onthefly.sessions.data_position import TrackedIterator
 
 DRIVERS = ("native", "lightning")
@@ -169,7 +169,7 @@ USER_WORK: tuple[tuple[Any, str, str], ...] = (
 """The user's own work in a step, timed with and without OnTheFly (labelled ``user: …``)."""
 
 INTERNALS: tuple[tuple[Any, str, str], ...] = (
-    (Slot, "keep", "per-sample capture (in the step)"),
+    (slot, "training_values", "per-sample capture (in the step)"),
     (TrackedIterator, "__next__", "data position"),
     (native_hooks.Hooks, "call", "hook dispatch"),
 )

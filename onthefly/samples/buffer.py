@@ -187,6 +187,39 @@ def _left_to_copy(values: SampleValues) -> _Deferred | None:
     return _Deferred(values.unreduced, values.predicted, values.label)
 
 
+def _left_to_copy_alike(rows: list[_Row]) -> dict[str, torch.Tensor | None] | None:
+    """The usual copy's columns at once: every batch left its loss to the copy with the same
+    loss call (the same object: a loss module's call is made again only when its options
+    change) and scores alike. Then the scores and labels are concatenated once each, and
+    give the losses and the predicted classes. ``None`` for any other mix of batches."""
+    first = rows[0][3]
+    call, scores = first.unreduced, first.predicted
+    if call is None or scores is None or first.label is None or scores.ndim != 2:
+        return None
+    dtype, device, classes = scores.dtype, scores.device, scores.shape[1]
+    kept_scores: list[torch.Tensor] = []
+    kept_labels: list[torch.Tensor] = []
+    for row in rows:
+        values = row[3]
+        kept, label = values.predicted, values.label
+        if (
+            values.unreduced is not call
+            or values.loss is not None
+            or label is None
+            or kept is None
+            or kept.dtype != dtype
+            or kept.device != device
+            or kept.ndim != 2
+            or kept.shape[1] != classes
+        ):
+            return None
+        kept_scores.append(kept)
+        kept_labels.append(label)
+    all_scores, labels = torch.cat(kept_scores), torch.cat(kept_labels)
+    loss = call(all_scores, labels)
+    return {"loss": loss, "correct": None, "label": labels, "predicted": all_scores.argmax(1)}
+
+
 def _evaluate(group: list[_Deferred]) -> list[torch.Tensor | None]:
     if len(group) <= 1:
         return [d.call(d.scores, d.label) for d in group]
@@ -272,14 +305,16 @@ def _on_host(rows: list[_Row]) -> bool:
 
 def _columns(rows: list[_Row], sizes: np.ndarray) -> dict[str, HostCopy]:
     """Each column of the rows as one tensor, its copy to the host started."""
-    columns = {
-        name: _column(
-            name,
-            sizes,
-            _losses(rows) if name == "loss" else [getattr(row[3], name) for row in rows],
-        )
-        for name, _, _ in _COLUMNS
-    }
+    columns = _left_to_copy_alike(rows)
+    if columns is None:
+        columns = {
+            name: _column(
+                name,
+                sizes,
+                _losses(rows) if name == "loss" else [getattr(row[3], name) for row in rows],
+            )
+            for name, _, _ in _COLUMNS
+        }
     tensor_ids = [row[2] for row in rows if isinstance(row[2], torch.Tensor)]
     if tensor_ids:
         columns["ids"] = torch.cat(tensor_ids)

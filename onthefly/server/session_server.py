@@ -1,7 +1,8 @@
 """The session server a training process starts for its dashboards.
 
 It wires the pieces: a publish buffer the training thread appends to, a pump thread that
-drains it into the :class:`~onthefly.server.broker.Broker` every ~15 ms, the websocket
+drains it into the :class:`~onthefly.server.broker.Broker` every ~50 ms (at once for an
+event that is not one of the streams: a status change, an alert, a result), the websocket
 :class:`~onthefly.server.transport.Transport`, and the discovery file that lets the CLI,
 the Python client and VS Code find the session.
 """
@@ -32,8 +33,14 @@ from onthefly.server.transport import Transport, bind
 
 DEFAULT_PORT = 47621
 HOST = "127.0.0.1"
-PUMP_INTERVAL = 0.015
-"""Seconds between two drains of the publish buffer."""
+PUMP_INTERVAL = 0.05
+"""Seconds between two drains of the publish buffer. Each drain costs the process CPU time
+that the training thread loses (the pump holds the GIL, and shares the cores): the per-step
+streams are drained in batches."""
+
+STREAMS = frozenset({"metrics", "log", "runtime"})
+"""Event types published steadily (per step, per log line, per second): they wait for the
+next drain; any other event wakes the pump."""
 
 BUFFER_SIZE = 250_000
 """Events the training thread may get ahead of the pump before events are dropped."""
@@ -229,7 +236,10 @@ class SessionServer:
         if len(self._buffer) >= BUFFER_SIZE:
             self._overflow += 1  # reported by the pump; never block the training thread
             return
-        self._buffer.append((run, event.type, time.time(), event))
+        kind = event.type
+        self._buffer.append((run, kind, time.time(), event))
+        if kind not in STREAMS:
+            self._wake.set()
 
     def add_run(self, name: str, *, parent: str | None = None) -> str:
         """Create a run (e.g. a fork of ``parent``), announce it, and return its id.

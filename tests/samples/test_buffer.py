@@ -97,3 +97,39 @@ def test_losses_left_to_the_copy_equal_each_batch_evaluated_alone() -> None:
     want = torch.cat([*expected, torch.tensor([0.5])]).numpy()
     assert np.array_equal(chunk.loss, want, equal_nan=True)
     assert chunk.ids.tolist() == list(range(start + 1))
+
+
+@pytest.mark.parametrize("change_options", [False, True], ids=["alike", "options changed"])
+def test_a_copy_of_alike_batches_gives_each_batch_its_own_losses_and_classes(
+    change_options: bool,
+) -> None:
+    # Alike batches (one loss call, scores alike) take the copy's shortcut: one concatenation
+    # of the scores for their losses and classes. A loss option changed between two batches
+    # makes another call: the general path, with the same per-batch values.
+    loss_fn = nn.CrossEntropyLoss(ignore_index=2)
+    spec = describe_loss(loss_fn)
+    assert spec is not None
+    chunks: list[Chunk] = []
+    buffer = SampleBuffer(lambda shipped: chunks.append(shipped.chunk()), every_steps=100)
+    g = torch.Generator().manual_seed(1)
+    want_loss, want_class, start = [], [], 0
+    for step, size in enumerate([4, 9, 1, 6]):
+        if change_options and step == 2:
+            loss_fn.label_smoothing = 0.3
+        scores = torch.randn(size, 5, generator=g).requires_grad_()
+        target = torch.randint(0, 5, (size,), generator=g)
+        values = training_values(spec, scores, target, size)
+        assert values is not None and values.loss is None
+        alone = spec.unreduced(scores.detach(), target)
+        want_loss.append(torch.where(target == 2, torch.nan, alone))
+        want_class.append((scores.argmax(1) == target).float())
+        buffer.add(step, 0, list(range(start, start + size)), values)
+        start += size
+    buffer.flush()
+    (chunk,) = chunks
+    assert np.array_equal(chunk.loss, torch.cat(want_loss).numpy(), equal_nan=True)
+    right = torch.cat(want_class).numpy()
+    labels = chunk.label
+    assert np.array_equal(chunk.correct[labels != 2], right[labels != 2])
+    assert np.isnan(chunk.correct[labels == 2]).all()
+    assert chunk.ids.tolist() == list(range(start))
