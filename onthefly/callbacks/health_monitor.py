@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch import Callback
@@ -75,6 +76,14 @@ class HealthMonitor(Callback):
             session.on_quiet(self._clock.forget_gap)
 
     # ------------------------------------------------------------------ hooks
+
+    def hook_implementations(self, hook: str) -> list[Callable[..., Any]] | None:
+        """What a trainer that asks (the native one; :class:`OnTheFly` for Lightning) calls of
+        ``hook``: with a shared clock, stamped by its owner, nothing at a batch's end or a
+        validation's start. ``None``: the hook itself."""
+        if not self._stamps and hook in ("on_train_batch_end", "on_validation_start"):
+            return []
+        return None
 
     def on_fit_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._handles = [

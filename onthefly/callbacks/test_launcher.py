@@ -28,7 +28,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +83,14 @@ class TestLauncher(Callback):
         self.namespace = namespace
         self.tests_run = 0
         session.commands.register("test", self._on_command)
+
+    def hook_implementations(self, hook: str) -> list[Callable[..., Any]] | None:
+        """What a trainer that asks (the native one; :class:`OnTheFly` for Lightning) calls of
+        ``hook``: without ``do_test_after``, nothing at a batch's end. ``None``: the hook
+        itself."""
+        if hook == "on_train_batch_end" and not self.do_test_after:
+            return []
+        return None
 
     def on_train_batch_end(
         self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int

@@ -55,6 +55,18 @@ def test_every_hook_reaches_the_parts_in_lightnings_order() -> None:
     )
 
 
+@pytest.mark.parametrize("test_after", [False, True])
+def test_parts_with_nothing_to_do_at_a_step_are_not_called(test_after: bool) -> None:
+    otf = OnTheFly(project="tests", do_test_after=test_after)
+    # What the native trainer calls, and what the callback forwards to under Lightning.
+    ends = otf.hook_implementations("on_train_batch_end")
+    assert ends is not None
+    owners = {type(method.__self__).__name__ for method in ends}
+    assert "HealthMonitor" not in owners  # its clock is the telemetry's, stamped there
+    assert ("TestLauncher" in owners) == test_after
+    assert "Telemetry" in owners and "PauseGate" in owners
+
+
 def test_state_dict_round_trip() -> None:
     otf = OnTheFly(project="tests")
     otf.test_launcher.tests_run = 3
