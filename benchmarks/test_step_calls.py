@@ -26,11 +26,10 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from torch import nn
 
 import onthefly
 from benchmarks.test_training_overhead import WARMUP, _Module, _Watcher, _watching_client
-from benchmarks.workloads import WORKLOADS, Workload, make_loader
+from benchmarks.workloads import WORKLOADS, Workload, fit_native, lightning_trainer, make_loader
 
 PACKAGE = str(Path(onthefly.__file__).resolve().parent) + "/"
 STEPS = 400
@@ -74,17 +73,9 @@ def count(driver: str, work: Workload) -> tuple[Counter[str], int]:
             callbacks=[counter, watcher], quiet=True,
         )  # fmt: skip
         with _watching_client(watcher):
-            trainer.fit(
-                model=model,
-                optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
-                loss_fn=nn.CrossEntropyLoss(),
-                train_loader=make_loader(work),
-            )
+            fit_native(trainer, model, work)
     else:
-        trainer = pl.Trainer(
-            callbacks=[counter], max_steps=work.steps, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
-        )  # fmt: skip
+        trainer = lightning_trainer([counter], work.steps)
         onthefly.attach_lightning(trainer, project="bench", run_name="calls", quiet=True)
         trainer.callbacks.append(watcher)
         with _watching_client(watcher):

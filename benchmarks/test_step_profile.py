@@ -45,7 +45,7 @@ from torch.utils.data import dataloader
 
 import onthefly
 from benchmarks.test_training_overhead import WARMUP, _Module, _Watcher, _watching_client
-from benchmarks.workloads import WORKLOADS, Workload, make_loader
+from benchmarks.workloads import WORKLOADS, Workload, fit_native, lightning_trainer, make_loader
 from onthefly.callbacks.onthefly import OnTheFly
 from onthefly.native import hooks as native_hooks
 from onthefly.native.hooks import implementation
@@ -207,18 +207,10 @@ def profile(driver: str, work: Workload, attached: bool = True) -> dict[str, flo
         umbrella = trainer.callbacks[0] if attached else None
 
         def fit() -> None:
-            trainer.fit(
-                model=model,
-                optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
-                loss_fn=nn.CrossEntropyLoss(),
-                train_loader=make_loader(work),
-            )
+            fit_native(trainer, model, work)
     else:
         module = _Module(work.make_model())
-        trainer = pl.Trainer(
-            callbacks=[window], max_steps=work.steps, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
-        )  # fmt: skip
+        trainer = lightning_trainer([window], work.steps)
         umbrella = None
         if attached:
             umbrella = onthefly.attach_lightning(

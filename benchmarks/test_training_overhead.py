@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import onthefly
-from benchmarks.workloads import WORKLOADS, Workload, make_loader
+from benchmarks.workloads import WORKLOADS, Workload, fit_native, lightning_trainer, make_loader
 
 ROUNDS = {"mlp": 25, "wide-mlp": 15, "cnn": 5}
 MLP_STEPS = 384
@@ -250,12 +250,7 @@ def _native(work: Workload, session: bool = True) -> PerStep:
             session=False,
         )
     with _watching_client(watcher) if session else nullcontext():
-        trainer.fit(
-            model=model,
-            optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
-            loss_fn=nn.CrossEntropyLoss(),
-            train_loader=make_loader(work),
-        )
+        fit_native(trainer, model, work)
     return clock.per_step
 
 
@@ -264,16 +259,8 @@ def _lightning(work: Workload, attach: bool, measured: bool = False) -> PerStep:
     measurements = _Measurements() if measured else None
     module = _Module(work.make_model(), measurements)
     clock = _StepClock()
-    trainer = pl.Trainer(
-        callbacks=[clock] + ([_Measuring(measurements)] if measurements is not None else []),
-        max_steps=work.steps,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        accelerator="cpu",
-        devices=1,
-    )
+    measuring = [_Measuring(measurements)] if measurements is not None else []
+    trainer = lightning_trainer([clock, *measuring], work.steps)
     if not attach:
         trainer.fit(module, train_dataloaders=make_loader(work))
         return clock.per_step

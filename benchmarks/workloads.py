@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import lightning.pytorch as pl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -58,3 +59,22 @@ def make_loader(work: Workload, shuffle: bool = True) -> DataLoader[Any]:
     x = torch.randn(work.samples, *work.features, generator=generator)
     y = torch.randint(0, work.classes, (work.samples,), generator=generator)
     return DataLoader(TensorDataset(x, y), batch_size=work.batch_size, shuffle=shuffle)
+
+
+def fit_native(trainer: Any, model: nn.Module, work: Workload) -> None:
+    """Train ``model`` on ``work``'s data with an ``onthefly.Trainer``: Adam, cross-entropy."""
+    trainer.fit(
+        model=model,
+        optimizer=torch.optim.Adam(model.parameters(), lr=1e-3),
+        loss_fn=nn.CrossEntropyLoss(),
+        train_loader=make_loader(work),
+    )
+
+
+def lightning_trainer(callbacks: list[Any], steps: int) -> pl.Trainer:
+    """A ``lightning.Trainer`` on the CPU for ``steps`` steps, with nothing besides
+    ``callbacks`` (no logger, checkpoints, progress bar or summary)."""
+    return pl.Trainer(
+        callbacks=callbacks, max_steps=steps, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", devices=1,
+    )  # fmt: skip
