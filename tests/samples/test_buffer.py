@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from onthefly.samples import buffer as buffer_module
 from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment
 from onthefly.samples.capture import SampleValues, training_values
 from onthefly.samples.loss_spec import describe_loss
@@ -101,7 +102,7 @@ def test_losses_left_to_the_copy_equal_each_batch_evaluated_alone() -> None:
 
 @pytest.mark.parametrize("change_options", [False, True], ids=["alike", "options changed"])
 def test_a_copy_of_alike_batches_gives_each_batch_its_own_losses_and_classes(
-    change_options: bool,
+    change_options: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Alike batches (one loss call, scores alike) take the copy's shortcut: one concatenation
     # of the scores for their losses and classes. A loss option changed between two batches
@@ -109,6 +110,14 @@ def test_a_copy_of_alike_batches_gives_each_batch_its_own_losses_and_classes(
     loss_fn = nn.CrossEntropyLoss(ignore_index=2)
     spec = describe_loss(loss_fn)
     assert spec is not None
+    shortcut: list[Any] = []  # what each copy's shortcut gave (None: not taken)
+    alike = buffer_module._left_to_copy_alike
+
+    def spied(rows: Any) -> Any:
+        shortcut.append(alike(rows))
+        return shortcut[-1]
+
+    monkeypatch.setattr(buffer_module, "_left_to_copy_alike", spied)
     chunks: list[Chunk] = []
     buffer = SampleBuffer(lambda shipped: chunks.append(shipped.chunk()), every_steps=100)
     g = torch.Generator().manual_seed(1)
@@ -127,6 +136,7 @@ def test_a_copy_of_alike_batches_gives_each_batch_its_own_losses_and_classes(
         start += size
     buffer.flush()
     (chunk,) = chunks
+    assert len(shortcut) == 1 and (shortcut[0] is None) == change_options
     assert np.array_equal(chunk.loss, torch.cat(want_loss).numpy(), equal_nan=True)
     right = torch.cat(want_class).numpy()
     labels = chunk.label
