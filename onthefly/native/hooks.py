@@ -115,7 +115,8 @@ class Hooks:
     """Dispatches hooks to callbacks in list order.
 
     Args:
-        trainer: passed as the first argument of every hook.
+        trainer: passed as the first argument of every hook; its ``model`` (the user's
+            ``nn.Module``) is the second.
         callbacks: the callback objects; the list is shared, so appending to it takes effect.
     """
 
@@ -133,7 +134,7 @@ class Hooks:
             hooks = table.hooks(self.callbacks, name)
         if hooks:
             trainer = self._trainer
-            model = trainer.lightning_module
+            model = trainer.model  # what ``lightning_module`` returns, without the property's call
             for hook in hooks:
                 hook(trainer, model, *args, **kwargs)
 

@@ -23,7 +23,7 @@ CPU = torch.device("cpu")
 
 class Host:
     def __init__(self, model: torch.nn.Module) -> None:
-        self.lightning_module = model
+        self.model = self.lightning_module = model
 
 
 def run(

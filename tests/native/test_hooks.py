@@ -11,7 +11,7 @@ from onthefly.native.hooks import Hooks, callback_list, implementation, state_ke
 
 
 class Host:
-    lightning_module = "model"
+    model = lightning_module = "model"
 
 
 class Log:
