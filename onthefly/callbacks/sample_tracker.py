@@ -144,7 +144,7 @@ class SampleTracker(Callback):
         if self._history is None and self._outbox is None:  # not tracking (the session is off)
             return
         if self._indexed:  # the index list the sampler yielded for this batch
-            item = self._taps.recorder.pop()
+            item = self._taps.pop()
             ids = [item] if isinstance(item, int) else item
         else:
             ids = self._unindexed_ids(batch)

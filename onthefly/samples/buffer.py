@@ -188,36 +188,21 @@ def _left_to_copy(values: SampleValues) -> _Deferred | None:
 
 
 def _left_to_copy_alike(rows: list[_Row]) -> dict[str, torch.Tensor | None] | None:
-    """The usual copy's columns at once: every batch left its loss to the copy with the same
-    loss call (the same object: a loss module's call is made again only when its options
-    change) and scores alike. Then the scores and labels are concatenated once each, and
-    give the losses and the predicted classes. ``None`` for any other mix of batches."""
-    first = rows[0][3]
-    call, scores = first.unreduced, first.predicted
-    if call is None or scores is None or first.label is None or scores.ndim != 2:
+    """The usual copy's columns at once: when every batch left its loss to the copy and they
+    all join one group (:meth:`_Deferred.joins`: the same loss call, scores alike), the scores
+    and labels are concatenated once each, and give the losses and the predicted classes.
+    ``None`` for any other mix of batches."""
+    first = _left_to_copy(rows[0][3])
+    if first is None or first.scores.ndim != 2:
         return None
-    dtype, device, classes = scores.dtype, scores.device, scores.shape[1]
-    kept_scores: list[torch.Tensor] = []
-    kept_labels: list[torch.Tensor] = []
-    for row in rows:
-        values = row[3]
-        kept, label = values.predicted, values.label
-        if (
-            values.unreduced is not call
-            or values.loss is not None
-            or label is None
-            or kept is None
-            or kept.dtype != dtype
-            or kept.device != device
-            or kept.ndim != 2
-            or kept.shape[1] != classes
-        ):
-            return None
-        kept_scores.append(kept)
-        kept_labels.append(label)
-    all_scores, labels = torch.cat(kept_scores), torch.cat(kept_labels)
-    loss = call(all_scores, labels)
-    return {"loss": loss, "correct": None, "label": labels, "predicted": all_scores.argmax(1)}
+    left = (_left_to_copy(row[3]) for row in rows)
+    group = [deferred for deferred in left if deferred is not None and deferred.joins(first)]
+    if len(group) < len(rows):
+        return None
+    scores = torch.cat([deferred.scores for deferred in group])
+    labels = torch.cat([deferred.label for deferred in group])
+    loss = first.call(scores, labels)
+    return {"loss": loss, "correct": None, "label": labels, "predicted": scores.argmax(1)}
 
 
 def _evaluate(group: list[_Deferred]) -> list[torch.Tensor | None]:
