@@ -21,6 +21,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -138,8 +140,7 @@ class LossSpikes:
 
     def _recompute(self) -> None:
         self._until_refresh = self._refresh
-        median = statistics.median(self._losses)
-        deviation = 1.4826 * statistics.median([abs(v - median) for v in self._losses])
+        median, deviation = _median_and_deviation(self._losses)
         self._median = median
         self._threshold = max(self._factor * median, median + self._sigmas * deviation)
 
@@ -158,6 +159,25 @@ class LossSpikes:
         )
         details = {"value": loss, "median": median, "threshold": self._threshold}
         return Verdict("raised", message, details)
+
+
+def _median_and_deviation(values: deque[float]) -> tuple[float, float]:
+    """The median of ``values`` and their robust standard deviation (1.4826 times the median
+    absolute deviation), as :func:`statistics.median` takes them, in a few NumPy calls: this
+    runs on the training thread, and a Python ``abs`` per value cost ~14 µs a window."""
+    ordered = np.fromiter(values, np.float64, len(values))
+    ordered.sort()
+    median = _middle(ordered)
+    deviations = np.abs(ordered - median)
+    deviations.sort()
+    return median, 1.4826 * _middle(deviations)
+
+
+def _middle(ordered: np.ndarray) -> float:
+    half = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[half])
+    return float((ordered[half - 1] + ordered[half]) / 2)
 
 
 class Stalls:

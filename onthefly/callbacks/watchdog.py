@@ -138,12 +138,19 @@ class Watchdog(Callback):
         for name, value in payload["values"].items():
             if type(value) is not float:
                 continue
+            # A verdict is rare: the call that publishes it is made only then.
             if name == "loss":
-                self._publish("nonfinite_loss", "error", self._loss.observe(step, value), step)
-                self._publish("loss_spike", "warning", self._spikes.observe(step, value), step)
+                verdict = self._loss.observe(step, value)
+                if verdict is not None:
+                    self._publish("nonfinite_loss", "error", verdict, step)
+                verdict = self._spikes.observe(step, value)
+                if verdict is not None:
+                    self._publish("loss_spike", "warning", verdict, step)
             elif name.startswith("grad_norm"):
                 rule = self._norms.get(name) or self._norm_rule(name)
-                self._publish("nonfinite_grad", "error", rule.observe(step, value), step)
+                verdict = rule.observe(step, value)
+                if verdict is not None:
+                    self._publish("nonfinite_grad", "error", verdict, step)
 
     def _norm_rule(self, name: str) -> NonFinite:
         rule = self._norms[name] = NonFinite(
@@ -173,7 +180,8 @@ class Watchdog(Callback):
             and not self.session.commands.running
         )
         verdict = rule.tick(time.monotonic(), self._clock.steps, training)
-        self._publish("stalled", "warning", verdict, self._step())
+        if verdict is not None:
+            self._publish("stalled", "warning", verdict, self._step())
 
     def _halt(self) -> None:
         self._stop.set()
@@ -186,11 +194,7 @@ class Watchdog(Callback):
             self._look()
         self._stalls = None
 
-    def _publish(
-        self, kind: AlertKind, severity: Severity, verdict: Verdict | None, step: int
-    ) -> None:
-        if verdict is None:
-            return
+    def _publish(self, kind: AlertKind, severity: Severity, verdict: Verdict, step: int) -> None:
         self.session.publish(
             AlertBody(
                 kind=kind,

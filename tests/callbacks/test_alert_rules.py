@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
+from collections import deque
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from onthefly.callbacks._alert_rules import LossSpikes, NonFinite, Stalls
+from onthefly.callbacks._alert_rules import LossSpikes, NonFinite, Stalls, _median_and_deviation
 
 
 def test_non_finite_raises_once_then_clears_at_the_next_finite_value() -> None:
@@ -72,6 +74,15 @@ def test_a_loss_within_the_recent_range_is_never_a_spike(losses: list[float], sc
     # At most the largest recent loss and at most 3x the median: below both parts of the rule.
     ceiling = min(max(losses[-200:]), 3.0 * sorted(losses[-200:])[len(losses[-200:]) // 2])
     assert rule.observe(len(losses), ceiling * min(scale, 1.0)) is None
+
+
+@given(st.lists(st.floats(0.0, 1e6) | st.sampled_from([0.5, 1.0, 2.0]), min_size=1, max_size=250))
+def test_the_spike_threshold_is_the_statistics_median_and_deviation(losses: list[float]) -> None:
+    window = deque(losses, maxlen=200)
+    median = statistics.median(window)
+    deviation = 1.4826 * statistics.median([abs(v - median) for v in window])
+    # The same floats as the statistics module's, odd and even windows, ties included.
+    assert _median_and_deviation(window) == (median, deviation)
 
 
 def test_a_stall_is_raised_after_several_usual_step_times_and_cleared_by_the_next_step() -> None:
