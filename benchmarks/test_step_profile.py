@@ -44,7 +44,13 @@ from torch import nn
 from torch.utils.data import dataloader
 
 import onthefly
-from benchmarks.test_training_overhead import WARMUP, _Module, _Watcher, _watching_client
+from benchmarks.test_training_overhead import (
+    STEP_HOOKS,
+    WARMUP,
+    _Module,
+    _Watcher,
+    _watching_client,
+)
 from benchmarks.workloads import WORKLOADS, Workload, fit_native, lightning_trainer, make_loader
 from onthefly.callbacks.onthefly import OnTheFly
 from onthefly.native import hooks as native_hooks
@@ -55,16 +61,6 @@ from onthefly.sessions.data_position import TrackedIterator
 DRIVERS = ("native", "lightning")
 ROUNDS = 3
 """Runs of each column; the table gives their medians."""
-
-STEP_HOOKS = (
-    "on_train_batch_start",
-    "on_before_backward",
-    "on_after_backward",
-    "on_before_optimizer_step",
-    "on_before_zero_grad",
-    "on_train_batch_end",
-)
-"""The hooks that fire at every training step."""
 
 
 class Timers:
