@@ -6,12 +6,16 @@ to the code. Each run (the seed MLP under both drivers, with and without OnTheFl
 client watching the OnTheFly runs) trains ``STEPS`` steps twice: once unprofiled, for the
 time per step, and once under ``py-spy record`` (``RATE`` samples a second, the process
 paused for each, which slows it), for the shares. Each of the training thread's samples
-inside the training loop goes to the first part its stack passes through:
+inside the training loop (an epoch's work: not the run's start or end) goes to:
 
-* an OnTheFly part (a callback such as ``Telemetry``, the per-sample capture in the step,
-  the data position around the loader, the session server's code);
-* else the user's work, by where torch was called from: ``fetch`` (the ``DataLoader``),
-  ``forward``, ``loss``, ``backward``, ``optimizer step``;
+* the OnTheFly part its stack passes through first (a callback such as ``Telemetry``, the
+  per-sample capture in the step, the data position around the loader, the session server's
+  code), unless torch code runs below the part: torch code a part runs for the user (the
+  fetch inside the data position's iterator) is the user's;
+* else the user's work, named by the innermost of torch's ``utils/data`` (``fetch``),
+  ``optim`` (``optimizer step``), ``autograd`` (``backward``) and ``nn`` (``forward``; a loss
+  function's code is ``loss``) on the stack: Lightning runs the forward pass and the backward
+  inside the optimizer's ``step``, as its closure;
 * else the loop itself (the native trainer's loop and hook dispatch, or Lightning's).
 
 A part's figure is its share of the samples times the unprofiled run's time per step, in µs.
@@ -300,8 +304,9 @@ if __name__ == "__main__":
         print(_run(sys.argv[2], sys.argv[3], int(sys.argv[4])))
     else:  # the whole table, as JSON
         spy = _py_spy()
-        if _can_sample(spy) is not None or spy is None:
-            sys.exit(_can_sample(spy))
+        reason = _can_sample(spy)
+        if reason is not None or spy is None:
+            sys.exit(reason)
         with tempfile.TemporaryDirectory() as tmp:
             table = {name: profile(spy, *run, Path(tmp)) for name, run in RUNS.items()}
         json.dump(table, sys.stdout, indent=1)
