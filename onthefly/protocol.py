@@ -1559,3 +1559,6 @@ answers a second one of the same type ``busy`` until the first is answered."""
 
 SERVER_MESSAGE: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
 CLIENT_COMMAND: TypeAdapter[Command] = TypeAdapter(Command)
+METRICS_BODIES: TypeAdapter[list[MetricsBody]] = TypeAdapter(list[MetricsBody])
+"""Validates the bodies of a batch of steps' ``metrics`` events in one call (the training
+thread ships its steps' values a batch at a time)."""

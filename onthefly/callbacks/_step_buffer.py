@@ -33,9 +33,8 @@ class Norms(NamedTuple):
 Value = Scalar | Norms
 
 
-@dataclass(frozen=True)
-class Row:
-    """One optimizer step's values, on the host."""
+class Row(NamedTuple):
+    """One optimizer step's values, on the host (a tuple: one is made per step)."""
 
     step: int
     epoch: int

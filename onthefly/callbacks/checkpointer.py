@@ -292,14 +292,15 @@ class Checkpointer(Callback):
             runs[main] = runs[main].model_copy(update={"run": server.main_run, "state": "running"})
         server.preload(saved.model_copy(update={"runs": runs}))
 
-    def _on_status(self, event: dict[str, Any]) -> None:
-        reason = _SNAPSHOT_ON.get(event.get("state", ""))
-        if reason is None or self._trainer is None or self.ring.capacity == 0:
-            return
-        try:
-            self.snapshot(self._trainer, reason)  # type: ignore[arg-type]
-        except (SessionFileError, OSError, RuntimeError) as exc:
-            log.warning("the checkpoint ring could not take a %s snapshot: %s", reason, exc)
+    def _on_status(self, events: list[dict[str, Any]]) -> None:
+        for event in events:
+            reason = _SNAPSHOT_ON.get(event.get("state", ""))
+            if reason is None or self._trainer is None or self.ring.capacity == 0:
+                continue
+            try:
+                self.snapshot(self._trainer, reason)  # type: ignore[arg-type]
+            except (SessionFileError, OSError, RuntimeError) as exc:
+                log.warning("the checkpoint ring could not take a %s snapshot: %s", reason, exc)
 
     def _on_export(self, boundary: Boundary, cmd: PendingCommand) -> None:
         try:

@@ -362,9 +362,9 @@ class ForkSpawner(Callback):
     def _discard_merge(self, boundary: Boundary, cmd: PendingCommand) -> None:
         merge_command.discard(self, boundary, cmd)
 
-    def _on_status(self, event: dict[str, Any]) -> None:
+    def _on_status(self, events: list[dict[str, Any]]) -> None:
         # Training on from a merge makes it permanent: its undo state is dropped.
-        if event.get("state") == "running":
+        if any(event.get("state") == "running" for event in events):
             self.merges.forget()
 
 

@@ -16,7 +16,7 @@ import queue
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +70,7 @@ class RunSession:
         self._server: SessionServer | None = None
         self._workdir: Path | None = None
         self._quiet_hooks: list[Callable[[], None]] = []
-        self._listeners: dict[str, list[Callable[[dict[str, Any]], None]]] = {}
+        self._listeners: dict[str, list[Callable[[list[dict[str, Any]]], None]]] = {}
         self.ranks = RankSync(self)
         """The control rounds of a distributed run (inactive with a single process)."""
         self._sigterm = SigtermHandler()
@@ -147,9 +147,10 @@ class RunSession:
         for hook in self._quiet_hooks:
             hook()
 
-    def listen(self, kind: str, listener: Callable[[dict[str, Any]], None]) -> None:
+    def listen(self, kind: str, listener: Callable[[list[dict[str, Any]]], None]) -> None:
         """Also hand the fields of every published ``kind`` event to ``listener``, on the
-        publishing thread (e.g. the host values Telemetry ships, without another host sync)."""
+        publishing thread (e.g. the host values Telemetry ships, without another host sync):
+        a list of them per :meth:`publish` or :meth:`publish_all`, oldest first."""
         self._listeners.setdefault(kind, []).append(listener)
 
     def publish(self, event: EventBody) -> None:
@@ -162,7 +163,23 @@ class RunSession:
         if server is not None:
             server.publish(server.main_run, event)
             for listener in self._listeners.get(event.type, ()):
-                listener(event.__dict__)
+                listener([event.__dict__])
+
+    def publish_all(self, events: Sequence[EventBody]) -> None:
+        """Send several events of one kind of the main run, in order (the steps Telemetry
+        ships together); a no-op when the session is not active.
+
+        Raises:
+            ConfigurationError: the events are of more than one kind.
+        """
+        server = self._server
+        if server is not None and events:
+            server.publish_all(server.main_run, events)
+            listeners = self._listeners.get(events[0].type)
+            if listeners:
+                fields = [event.__dict__ for event in events]
+                for listener in listeners:
+                    listener(fields)
 
     def has_clients(self) -> bool:
         """Whether a dashboard or client is connected right now."""

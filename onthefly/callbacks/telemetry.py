@@ -37,7 +37,7 @@ from onthefly.drivers import Driver, driver
 from onthefly.drivers.base import TrainerHost
 from onthefly.drivers.values import Scalar, host_floats, scalar_or_none
 from onthefly.errors import ConfigurationError
-from onthefly.protocol import EpochBody, MetricsBody, RunConfigBody, Split
+from onthefly.protocol import METRICS_BODIES, EpochBody, MetricsBody, RunConfigBody, Split
 
 log = logging.getLogger(__name__)
 
@@ -257,10 +257,12 @@ class Telemetry(Callback):
         self._last_step = step
 
     def _ship(self, rows: list[Row]) -> None:
-        for row in rows:
-            self.session.publish(
-                MetricsBody(split="train", step=row.step, epoch=row.epoch, values=row.values)
-            )
+        # One validation and one publication for the batch: this runs on the training thread.
+        bodies = [
+            {"split": "train", "step": step, "epoch": epoch, "values": values}
+            for step, epoch, values in rows
+        ]
+        self.session.publish_all(METRICS_BODIES.validate_python(bodies))
 
     def _eval_started(self, trainer: TrainerHost) -> None:
         self._clock.forget_gap()

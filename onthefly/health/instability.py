@@ -23,7 +23,7 @@ import itertools
 import math
 import statistics
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,7 @@ class StepHistory:
 
     Example:
         >>> history = StepHistory(size=3)
-        >>> history.record({"split": "train", "step": 1, "values": {"loss": 0.5}})
+        >>> history.record([{"split": "train", "step": 1, "values": {"loss": 0.5}}])
         >>> [r.loss for r in history.records()]
         [0.5]
     """
@@ -63,10 +63,9 @@ class StepHistory:
         # recording runs for every step the telemetry ships.
         self._records: deque[Mapping[str, Any]] = deque(maxlen=size)
 
-    def record(self, payload: Mapping[str, Any]) -> None:
-        """Keep a ``metrics`` event's training values (other splits are ignored)."""
-        if payload.get("split", "train") == "train":
-            self._records.append(payload)
+    def record(self, payloads: Iterable[Mapping[str, Any]]) -> None:
+        """Keep ``metrics`` events' training values, in order (other splits are ignored)."""
+        self._records.extend([p for p in payloads if p.get("split", "train") == "train"])
 
     def records(self) -> list[StepRecord]:
         """The kept steps, oldest first."""

@@ -46,9 +46,14 @@ def test_amp_skips_and_a_zero_learning_rate() -> None:
 
 def test_history_keeps_training_values_only_and_round_trips() -> None:
     history = StepHistory(size=2)
-    for step in (1, 2, 3):
-        history.record({"split": "train", "step": step, "values": {"loss": step, "lr": 0.1}})
-    history.record({"split": "val", "step": 3, "values": {"val_loss": 9.0}})
+    history.record([{"split": "train", "step": 1, "values": {"loss": 1, "lr": 0.1}}])
+    history.record(  # a batch of shipped steps, an evaluation's values among them
+        [
+            {"split": "train", "step": 2, "values": {"loss": 2, "lr": 0.1}},
+            {"split": "val", "step": 2, "values": {"val_loss": 9.0}},
+            {"split": "train", "step": 3, "values": {"loss": 3, "lr": 0.1}},
+        ]
+    )
     assert [(r.step, r.loss, r.lrs) for r in history.records()] == [
         (2, 2.0, {"lr": 0.1}),
         (3, 3.0, {"lr": 0.1}),

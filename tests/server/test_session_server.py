@@ -229,6 +229,52 @@ def test_publishing_a_run_start_is_a_clear_error(server: SessionServer) -> None:
         server.publish(server.main_run, RunStartedBody(info=info))
 
 
+def test_events_published_together_arrive_in_order(server: SessionServer) -> None:
+    bodies = [MetricsBody(step=step, epoch=0, values={"loss": 1 / step}) for step in range(1, 31)]
+    with open_client(server) as ws:
+        ask(ws, type="subscribe", id="s")
+        server.publish_all(server.main_run, bodies)
+        server.publish_all(server.main_run, [])  # nothing to send: not an error
+        events: list[dict[str, object]] = []
+        while len(events) < 30:
+            events += [e for e in recv(ws).get("events", []) if e["type"] == "metrics"]
+    assert [e["step"] for e in events] == list(range(1, 31))
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 30
+
+
+def test_events_published_together_are_of_one_kind(server: SessionServer) -> None:
+    mixed = [
+        MetricsBody(step=1, epoch=0, values={}),
+        StatusBody(state="paused", step=1, epoch=0),
+    ]
+    with pytest.raises(ConfigurationError, match="of one kind"):
+        server.publish_all(server.main_run, mixed)
+    info = RunInfo(run="x", project="p", name="x", state="running", step=0, epoch=0, started_at=1.0)
+    with pytest.raises(ConfigurationError, match="add_run"):
+        server.publish_all(server.main_run, [RunStartedBody(info=info)])
+
+
+def test_events_past_the_buffer_are_dropped_and_reported(
+    server: SessionServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("onthefly.server.session_server.BUFFER_SIZE", 5)
+    bodies = [MetricsBody(step=step, epoch=0, values={}) for step in range(1, 9)]
+    with open_client(server) as ws:
+        ask(ws, type="subscribe", id="s")
+        server.publish_all(server.main_run, bodies)  # the training thread never blocks
+        steps: list[int] = []
+        warnings: list[str] = []
+        while not warnings:
+            for event in recv(ws).get("events", []):
+                if event["type"] == "metrics":
+                    steps.append(event["step"])
+                elif event["type"] == "log":
+                    warnings.append(event["record"]["message"])
+    assert steps == list(range(1, len(steps) + 1)) and 4 <= len(steps) <= 5
+    assert f"{8 - len(steps)} events were dropped" in warnings[0]
+
+
 def test_a_misspelt_event_field_fails_when_the_event_is_built() -> None:
     with pytest.raises(ValidationError, match="stpe"):
         MetricsBody(stpe=3, step=3, epoch=0, values={"loss": 1.0})  # type: ignore[call-arg]
