@@ -293,9 +293,11 @@ class Checkpointer(Callback):
         server.preload(saved.model_copy(update={"runs": runs}))
 
     def _on_status(self, events: list[dict[str, Any]]) -> None:
+        if self._trainer is None or self.ring.capacity == 0:
+            return
         for event in events:
             reason = _SNAPSHOT_ON.get(event.get("state", ""))
-            if reason is None or self._trainer is None or self.ring.capacity == 0:
+            if reason is None:
                 continue
             try:
                 self.snapshot(self._trainer, reason)  # type: ignore[arg-type]

@@ -159,11 +159,7 @@ class RunSession:
         Example:
             >>> session.publish(EpochBody(epoch=1, step=120))  # doctest: +SKIP
         """
-        server = self._server
-        if server is not None:
-            server.publish(server.main_run, event)
-            for listener in self._listeners.get(event.type, ()):
-                listener([event.__dict__])
+        self.publish_all((event,))
 
     def publish_all(self, events: Sequence[EventBody]) -> None:
         """Send several events of one kind of the main run, in order (the steps Telemetry

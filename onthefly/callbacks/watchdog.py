@@ -133,25 +133,26 @@ class Watchdog(Callback):
     def _on_metrics(self, payloads: list[dict[str, Any]]) -> None:
         # On the training thread, for every shipped step: cheap comparisons only.
         for payload in payloads:
-            if payload.get("split") != "train":
+            if payload.get("split") == "train":
+                self._observe(int(payload["step"]), payload["values"])
+
+    def _observe(self, step: int, values: dict[str, Any]) -> None:
+        for name, value in values.items():
+            if type(value) is not float:
                 continue
-            step = int(payload["step"])
-            for name, value in payload["values"].items():
-                if type(value) is not float:
-                    continue
-                # A verdict is rare: the call that publishes it is made only then.
-                if name == "loss":
-                    verdict = self._loss.observe(step, value)
-                    if verdict is not None:
-                        self._publish("nonfinite_loss", "error", verdict, step)
-                    verdict = self._spikes.observe(step, value)
-                    if verdict is not None:
-                        self._publish("loss_spike", "warning", verdict, step)
-                elif name.startswith("grad_norm"):
-                    rule = self._norms.get(name) or self._norm_rule(name)
-                    verdict = rule.observe(step, value)
-                    if verdict is not None:
-                        self._publish("nonfinite_grad", "error", verdict, step)
+            # A verdict is rare: the call that publishes it is made only then.
+            if name == "loss":
+                verdict = self._loss.observe(step, value)
+                if verdict is not None:
+                    self._publish("nonfinite_loss", "error", verdict, step)
+                verdict = self._spikes.observe(step, value)
+                if verdict is not None:
+                    self._publish("loss_spike", "warning", verdict, step)
+            elif name.startswith("grad_norm"):
+                rule = self._norms.get(name) or self._norm_rule(name)
+                verdict = rule.observe(step, value)
+                if verdict is not None:
+                    self._publish("nonfinite_grad", "error", verdict, step)
 
     def _norm_rule(self, name: str) -> NonFinite:
         rule = self._norms[name] = NonFinite(

@@ -232,15 +232,7 @@ class SessionServer:
             raise ConfigurationError(
                 "cannot publish 'run_started' events; expected add_run() to announce a run"
             )
-        if self._closed:
-            return  # teardown hooks may still publish after close(): nothing to do
-        if len(self._buffer) >= BUFFER_SIZE:
-            self._overflow += 1  # reported by the pump; never block the training thread
-            return
-        kind = event.type
-        self._buffer.append((run, kind, time.time(), event))
-        if kind not in STREAMS:
-            self._wake.set()
+        self._queue(run, event.type, (event,))
 
     def publish_all(self, run: str, events: Sequence[EventBody]) -> None:
         """Queue several events of one kind, in order, as :meth:`publish` would one by one.
@@ -260,13 +252,16 @@ class SessionServer:
                 f"publish_all() got events of kinds {sorted(kinds)}; expected events of one "
                 "kind other than 'run_started' (add_run() announces runs)"
             )
-        if self._closed:
-            return
         (kind,) = kinds
-        room = BUFFER_SIZE - len(self._buffer)
+        self._queue(run, kind, events)
+
+    def _queue(self, run: str, kind: str, events: Sequence[EventBody]) -> None:
+        if self._closed:
+            return  # teardown hooks may still publish after close(): nothing to do
+        room = max(BUFFER_SIZE - len(self._buffer), 0)
         if room < len(events):
-            self._overflow += len(events) - max(room, 0)
-            events = events[: max(room, 0)]
+            self._overflow += len(events) - room  # reported by the pump; never block
+            events = events[:room]
         now = time.time()
         self._buffer.extend([(run, kind, now, event) for event in events])
         if kind not in STREAMS:
