@@ -78,6 +78,20 @@ class NonFinite:
         message = f"the {self._what} is {shown} at step {step}{before}: {self._hint}"
         return Verdict("raised", message, details)
 
+    def observe_all(self, steps: list[int], values: list[float]) -> list[tuple[int, Verdict]]:
+        """:meth:`observe` each ``(step, value)`` in order; the verdicts, with their step.
+
+        A batch of finite values while nothing is raised, the usual case, costs a sum."""
+        if values and not self._raised and math.isfinite(sum(values)):
+            self._last = (steps[-1], values[-1])
+            return []
+        found = []
+        for step, value in zip(steps, values, strict=True):
+            verdict = self.observe(step, value)
+            if verdict is not None:
+                found.append((step, verdict))
+        return found
+
 
 class LossSpikes:
     """Flags a loss far above the recent ones (see the module docstring for the rule).
@@ -137,6 +151,29 @@ class LossSpikes:
                 )
         self._losses.append(loss)
         return verdict
+
+    def observe_all(self, steps: list[int], losses: list[float]) -> list[tuple[int, Verdict]]:
+        """:meth:`observe` each ``(step, loss)`` in order; the verdicts, with their step.
+
+        While no spike is pending, the losses up to the next refresh of the threshold are
+        compared with it at once: a batch of them costs a few calls, not a few per loss.
+        """
+        verdicts: list[tuple[int, Verdict]] = []
+        start, count = 0, len(losses)
+        while start < count:
+            if self._last_spike is None and len(self._losses) >= self._warmup:
+                chunk = losses[start : start + max(self._until_refresh - 1, 0)]
+                if chunk and math.isfinite(sum(chunk)) and max(chunk) <= self._threshold:
+                    self._until_refresh -= len(chunk)
+                    self._losses.extend(chunk)
+                    start += len(chunk)
+                    continue
+            # The refresh, a spike or its clearing, a non-finite loss, the warmup: as observe.
+            verdict = self.observe(steps[start], losses[start])
+            if verdict is not None:
+                verdicts.append((steps[start], verdict))
+            start += 1
+        return verdicts
 
     def _recompute(self) -> None:
         self._until_refresh = self._refresh

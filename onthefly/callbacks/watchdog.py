@@ -131,28 +131,25 @@ class Watchdog(Callback):
     # ------------------------------------------------------------------ values
 
     def _on_metrics(self, payloads: list[dict[str, Any]]) -> None:
-        # On the training thread, for every shipped step: cheap comparisons only.
-        for payload in payloads:
-            if payload.get("split") == "train":
-                self._observe(int(payload["step"]), payload["values"])
+        # On the training thread, for every shipped batch of steps: each rule looks at its
+        # column at once, which costs a few calls per batch rather than per step.
+        rows = [(p["step"], p["values"]) for p in payloads if p["split"] == "train"]
+        for name in dict.fromkeys([name for _, values in rows for name in values]):
+            if name == "loss" or name.startswith("grad_norm"):
+                steps, values = _column(rows, name)
+                if name == "loss":
+                    loss, spikes = self._loss, self._spikes
+                    self._publish_all("nonfinite_loss", "error", loss.observe_all(steps, values))
+                    self._publish_all("loss_spike", "warning", spikes.observe_all(steps, values))
+                else:
+                    rule = self._norms.get(name) or self._norm_rule(name)
+                    self._publish_all("nonfinite_grad", "error", rule.observe_all(steps, values))
 
-    def _observe(self, step: int, values: dict[str, Any]) -> None:
-        for name, value in values.items():
-            if type(value) is not float:
-                continue
-            # A verdict is rare: the call that publishes it is made only then.
-            if name == "loss":
-                verdict = self._loss.observe(step, value)
-                if verdict is not None:
-                    self._publish("nonfinite_loss", "error", verdict, step)
-                verdict = self._spikes.observe(step, value)
-                if verdict is not None:
-                    self._publish("loss_spike", "warning", verdict, step)
-            elif name.startswith("grad_norm"):
-                rule = self._norms.get(name) or self._norm_rule(name)
-                verdict = rule.observe(step, value)
-                if verdict is not None:
-                    self._publish("nonfinite_grad", "error", verdict, step)
+    def _publish_all(
+        self, kind: AlertKind, severity: Severity, verdicts: list[tuple[int, Verdict]]
+    ) -> None:
+        for step, verdict in verdicts:  # a verdict is rare: most batches have none
+            self._publish(kind, severity, verdict, step)
 
     def _norm_rule(self, name: str) -> NonFinite:
         rule = self._norms[name] = NonFinite(
@@ -223,6 +220,13 @@ def from_data_loading(exception: BaseException) -> bool:
     return any(
         marker in frame.filename.replace("\\", "/") for frame in frames for marker in _LOADER_FRAMES
     )
+
+
+def _column(rows: list[tuple[int, dict[str, Any]]], name: str) -> tuple[list[int], list[float]]:
+    """The steps that have a float ``name``, and its values."""
+    pairs = [(step, values[name]) for step, values in rows if name in values]
+    pairs = [(step, value) for step, value in pairs if type(value) is float]
+    return [step for step, _ in pairs], [value for _, value in pairs]
 
 
 def _first_line(exception: BaseException) -> str:

@@ -119,3 +119,38 @@ def test_the_usual_step_time_scales_the_limit() -> None:
     for second in range(10):  # one step every 2 s
         rule.tick(float(2 * second), second, training=True)
     assert rule.limit == pytest.approx(20.0)
+
+
+_SERIES = st.lists(
+    st.one_of(
+        st.floats(min_value=0.5, max_value=1.5),
+        st.floats(min_value=5.0, max_value=50.0),  # spikes
+        st.sampled_from([math.nan, math.inf, -math.inf, 1e308]),
+    ),
+    max_size=300,
+)
+
+
+@given(_SERIES, st.lists(st.integers(min_value=1, max_value=70), min_size=1, max_size=20))
+def test_observing_a_batch_says_what_observing_its_steps_one_by_one_says(
+    values: list[float], sizes: list[int]
+) -> None:
+    def rules() -> tuple[NonFinite, LossSpikes]:
+        return NonFinite("loss", "hint"), LossSpikes(warmup=10, quiet_steps=8, refresh=5)
+
+    one_by_one, batched = rules(), rules()
+    for alone, together in zip(one_by_one, batched, strict=True):
+        expected = [(i, alone.observe(i, value)) for i, value in enumerate(values)]
+        found, start, turn = [], 0, 0
+        while start < len(values):  # the steps, in batches of the drawn sizes
+            size = sizes[turn % len(sizes)]
+            steps = list(range(start, min(start + size, len(values))))
+            found += together.observe_all(steps, values[start : start + size])
+            start, turn = start + size, turn + 1
+        assert found == [(i, verdict) for i, verdict in expected if verdict is not None]
+    spikes, batched_spikes = one_by_one[1], batched[1]
+    assert list(batched_spikes._losses) == list(spikes._losses)  # and the same state after
+    assert (batched_spikes._until_refresh, batched_spikes._threshold) == (
+        spikes._until_refresh,
+        spikes._threshold,
+    )
