@@ -68,17 +68,15 @@ class RunSession:
         self.commands = CommandRegistry()
         self.state: RunState = "running"
         self._server: SessionServer | None = None
+        self.active = False
+        """Whether this process serves the session (global rank 0, between open and close);
+        an attribute, not a property: it is read several times per step."""
         self._workdir: Path | None = None
         self._quiet_hooks: list[Callable[[], None]] = []
         self._listeners: dict[str, list[Callable[[list[dict[str, Any]]], None]]] = {}
         self.ranks = RankSync(self)
         """The control rounds of a distributed run (inactive with a single process)."""
         self._sigterm = SigtermHandler()
-
-    @property
-    def active(self) -> bool:
-        """Whether this process serves the session (global rank 0, between open and close)."""
-        return self._server is not None
 
     @property
     def server(self) -> SessionServer | None:
@@ -112,6 +110,7 @@ class RunSession:
         name = self.run_name or time.strftime("run-%Y%m%d-%H%M%S")
         server = SessionServer(self.project, name, port=self.port, home=self.home, quiet=self.quiet)
         self._server = server.start()
+        self.active = True
         self.state = "running"
 
     def close(self, trainer: TrainerHost, reason: str) -> None:
@@ -129,7 +128,7 @@ class RunSession:
                 self.quiesce()
                 self.set_state("finished", trainer, reason)
             finally:
-                self._server = None
+                self._server, self.active = None, False
                 server.close()
                 self._remove_workdir()
 

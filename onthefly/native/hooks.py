@@ -128,9 +128,12 @@ class Hooks:
     def call(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Call hook ``name`` on every callback that has it."""
         table = self._table
-        # The table's fast path inlined: this runs several times per step.
-        hooks = table._table.get(name) if table._built_from == self.callbacks else None
-        if hooks is None:
+        # The table's fast path inlined, with a subscript rather than a call to ``get``:
+        # this runs several times per step, and a name is missing only on its first call.
+        try:
+            current = table._built_from == self.callbacks
+            hooks = table._table[name] if current else table.hooks(self.callbacks, name)
+        except KeyError:  # the name's first call
             hooks = table.hooks(self.callbacks, name)
         if hooks:
             trainer = self._trainer
