@@ -112,16 +112,24 @@ class Batches(Generic[RowT, TransferT]):
         self._clock_every = clock_every
         self._rows: list[RowT] = []
         self._in_flight: deque[TransferT] = deque()
-        self._last_start = time.monotonic()
+        self._last_start = time.perf_counter()
 
-    def add(self, row: RowT) -> None:
-        """Record one row (kept as it is); cheap, and never waits for the device."""
+    def add(self, row: RowT, now: float | None = None) -> None:
+        """Record one row (kept as it is); cheap, and never waits for the device.
+
+        Args:
+            row: the row.
+            now: the caller's ``time.perf_counter()`` reading of this step, if it has one
+                (the clock is then not read again).
+        """
         rows = self._rows
         rows.append(row)
-        if len(rows) >= self._every_steps:
-            self._start(time.monotonic())
-        elif len(rows) % self._clock_every == 0:
-            now = time.monotonic()
+        count = len(rows)
+        if count >= self._every_steps:
+            self._start(time.perf_counter() if now is None else now)
+        elif count % self._clock_every == 0:
+            if now is None:
+                now = time.perf_counter()
             if now - self._last_start >= self._every_s:
                 self._start(now)
         if self._in_flight:
@@ -130,7 +138,7 @@ class Batches(Generic[RowT, TransferT]):
     def flush(self) -> None:
         """Ship everything recorded so far and wait for it (pause, epoch end, end of run)."""
         if self._rows:
-            self._start(time.monotonic())
+            self._start(time.perf_counter())
         self._deliver(wait=True)
 
     def _start(self, now: float) -> None:

@@ -96,9 +96,14 @@ class StepBuffer:
             _start, lambda transfer: sink(transfer.result()), every_steps, every_s
         )
 
-    def add(self, step: int, epoch: int, values: Mapping[str, Value]) -> None:
-        """Record one step (the buffer keeps ``values``); cheap, and never waits for the device."""
-        self._batches.add((step, epoch, values))
+    def add(
+        self, step: int, epoch: int, values: Mapping[str, Value], now: float | None = None
+    ) -> None:
+        """Record one step (the buffer keeps ``values``); cheap, and never waits for the device.
+
+        ``now``: the caller's ``time.perf_counter()`` reading of this step, if it has one.
+        """
+        self._batches.add((step, epoch, values), now)
 
     def flush(self) -> None:
         """Ship everything recorded so far and wait for it (pause, epoch end, end of run)."""
@@ -108,23 +113,22 @@ class StepBuffer:
 def _start(rows: list[_Row]) -> _Transfer:
     """Stack the rows' tensors into one per device and start copying each to the host."""
     transfer = _Transfer(rows)
-    by_device: dict[torch.device, tuple[list[tuple[int, str]], list[torch.Tensor]]] = {}
+    slots: list[tuple[int, str]] = []
+    tensors: list[torch.Tensor] = []
     norm_slots: list[tuple[int, str]] = []
     norms: list[Sequence[torch.Tensor]] = []
     for index, (_, _, values) in enumerate(transfer.rows):
         for name, value in values.items():
-            if type(value) is float:
+            kind = type(value)
+            if kind is float:
                 continue  # already on the host (learning rates)
-            if isinstance(value, torch.Tensor):
-                slots, tensors = by_device.setdefault(value.device, ([], []))
-                slots.append((index, name))
-                tensors.append(value if _is_float_scalar(value) else _as_float_scalar(value))
-            elif isinstance(value, Norms):
+            if kind is Norms:
                 norm_slots.append((index, name))
-                norms.append(value.parts)
-    columns = {
-        device: (slots, torch.stack(tensors)) for device, (slots, tensors) in by_device.items()
-    }
+                norms.append(value.parts)  # type: ignore[union-attr]
+            else:
+                slots.append((index, name))
+                tensors.append(value)  # type: ignore[arg-type]
+    columns = _columns(slots, tensors)
     if norms:  # joins the column of its device: still one copy per device
         totals = _total_norms(norms)
         slots, column = columns.get(totals.device, ([], None))
@@ -133,6 +137,30 @@ def _start(rows: list[_Row]) -> _Transfer:
     for slots, column in columns.values():
         transfer.parts.append((slots, copy_to_host(column)))
     return transfer
+
+
+Columns = dict[torch.device, tuple[list[tuple[int, str]], torch.Tensor]]
+
+
+def _columns(slots: list[tuple[int, str]], tensors: list[torch.Tensor]) -> Columns:
+    """The tensors as one float32 vector per device, with the slot of each of its values."""
+    if not tensors:
+        return {}
+    try:  # the usual batch: scalars on one device, stacked in one call
+        column = torch.stack(tensors).to(torch.float32)
+        if column.ndim == 1:
+            return {column.device: (slots, column)}
+    except RuntimeError:  # several devices, or a value of shape (1,) among scalars
+        pass
+    by_device: dict[torch.device, tuple[list[tuple[int, str]], list[torch.Tensor]]] = {}
+    for slot, value in zip(slots, tensors, strict=True):
+        device_slots, device_tensors = by_device.setdefault(value.device, ([], []))
+        device_slots.append(slot)
+        device_tensors.append(value.reshape(()).to(torch.float32))
+    return {
+        device: (device_slots, torch.stack(device_tensors))
+        for device, (device_slots, device_tensors) in by_device.items()
+    }
 
 
 def _total_norms(groups: list[Sequence[torch.Tensor]]) -> torch.Tensor:
@@ -150,11 +178,3 @@ def _stack(parts: Sequence[torch.Tensor], device: torch.device) -> torch.Tensor:
     except RuntimeError:  # parts on several devices (a model split across GPUs)
         stacked = torch.stack([part.to(device) for part in parts])
     return stacked.to(device, torch.float32)
-
-
-def _is_float_scalar(value: torch.Tensor) -> bool:
-    return value.ndim == 0 and value.dtype == torch.float32
-
-
-def _as_float_scalar(value: torch.Tensor) -> torch.Tensor:
-    return value.reshape(()).to(torch.float32)

@@ -123,14 +123,14 @@ class Checkpointer(Callback):
         self._load_history(Path(path), workdir)
 
     def on_train_start(self, trainer: TrainerHost, pl_module: Any) -> None:
-        loaders.track(trainer, self._requested, self.session.has_commands)
+        loaders.track(trainer, self._requested, self.session.inbox)
         if self._saved is not None:
             resume.arm(trainer, self._saved)
             self._saved = None
 
     def on_train_epoch_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         # Lightning may have reloaded the loaders
-        loaders.track(trainer, self._requested, self.session.has_commands)
+        loaders.track(trainer, self._requested, self.session.inbox)
         self._trained = 0
         self._counted = [] if driver(trainer).fetches_ahead else loaders.tracked(trainer)
 

@@ -69,6 +69,7 @@ class PauseGate(Callback):
         self.hold_at_end = hold_at_end
         self.keep_alive = keep_alive
         self._at_end = False
+        self._deferred = False  # an extension waits for the planned end (limits.defer)
         session.commands.register("pause", self._pause)
         session.commands.register("resume", self._resume)
         session.commands.register("stop", self._stop)
@@ -79,7 +80,7 @@ class PauseGate(Callback):
         # Commands that came in during validation, the epoch change or the batch's fetch; in
         # a distributed run they wait for the batch end, where all ranks agree.
         session = self.session
-        waiting = session.state == "paused" or session.has_commands()
+        waiting = session.state == "paused" or session.inbox.waiting
         if not waiting or distributed(trainer):
             return
         if session.state != "paused" and not loaders.exact(trainer, batch_idx):
@@ -99,27 +100,37 @@ class PauseGate(Callback):
     def on_train_batch_end(
         self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        # The Boundary is built only when something happens here: most steps just go on.
-        session, run = self.session, driver(trainer)
+        # Most steps just go on: the driver and a Boundary are looked up only when something
+        # waits here (a command, an extension of the limits, the hold at the end).
+        session = self.session
         if session.ranks.active:
+            run = driver(trainer)
             limits.apply_deferred(run, batch_idx=batch_idx)
             self._at_round(run, pl_module, batch_idx)
             return
-        if session.has_commands():
+        if session.inbox.waiting:
             session.drain(Boundary(trainer, pl_module))
-        limits.apply_deferred(run, batch_idx=batch_idx)
-        if self.hold_at_end and not trainer.should_stop and limits.is_final_step(run, batch_idx):
-            self._enter_hold(Boundary(trainer, pl_module))
+        if self._deferred or self.hold_at_end:
+            self._at_planned_end(trainer, pl_module, batch_idx)
         if session.state == "paused":
             self._wait(Boundary(trainer, pl_module))
         self._at_end = False
 
     def on_train_epoch_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         # An epoch limit is reached here when the loader's length did not tell at its last batch.
-        limits.apply_deferred(driver(trainer), at_epoch_end=True)
+        if limits.apply_deferred(driver(trainer), at_epoch_end=True):
+            self._deferred = False
 
     def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         limits.forget_deferred(driver(trainer))
+        self._deferred = False
+
+    def _at_planned_end(self, trainer: TrainerHost, pl_module: Any, batch_idx: int) -> None:
+        run = driver(trainer)
+        if self._deferred and limits.apply_deferred(run, batch_idx=batch_idx):
+            self._deferred = False
+        if self.hold_at_end and not trainer.should_stop and limits.is_final_step(run, batch_idx):
+            self._enter_hold(Boundary(trainer, pl_module))
 
     # ------------------------------------------------------------------ the boundary
 
@@ -214,6 +225,7 @@ class PauseGate(Callback):
             )
             if new is None:  # placed at the planned end, once the run gets there
                 limits.defer(run, epochs, steps)
+                self._deferred = True
             else:
                 run.set_limits(new)
         if self.session.state == "paused":

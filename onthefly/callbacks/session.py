@@ -24,6 +24,7 @@ from onthefly.callbacks._termination import SigtermHandler
 from onthefly.commands.registry import Boundary, CommandRegistry
 from onthefly.distributed.control import RankSync
 from onthefly.drivers.base import TrainerHost
+from onthefly.flagged_queue import FlaggedQueue
 from onthefly.protocol import StatusBody
 
 if TYPE_CHECKING:
@@ -71,6 +72,9 @@ class RunSession:
         self.active = False
         """Whether this process serves the session (global rank 0, between open and close);
         an attribute, not a property: it is read several times per step."""
+        self.inbox: FlaggedQueue[PendingCommand] = FlaggedQueue()
+        """The server's inbox while it runs (else one that stays empty): the batch boundary
+        reads ``inbox.waiting`` to know whether commands wait."""
         self._workdir: Path | None = None
         self._quiet_hooks: list[Callable[[], None]] = []
         self._listeners: dict[str, list[Callable[[list[dict[str, Any]]], None]]] = {}
@@ -110,7 +114,7 @@ class RunSession:
         name = self.run_name or time.strftime("run-%Y%m%d-%H%M%S")
         server = SessionServer(self.project, name, port=self.port, home=self.home, quiet=self.quiet)
         self._server = server.start()
-        self.active = True
+        self.active, self.inbox = True, server.inbox
         self.state = "running"
 
     def close(self, trainer: TrainerHost, reason: str) -> None:
@@ -128,7 +132,7 @@ class RunSession:
                 self.quiesce()
                 self.set_state("finished", trainer, reason)
             finally:
-                self._server, self.active = None, False
+                self._server, self.active, self.inbox = None, False, FlaggedQueue()
                 server.close()
                 self._remove_workdir()
 
@@ -201,22 +205,15 @@ class RunSession:
             "epoch": int(trainer.current_epoch),
         }
 
-    def has_commands(self) -> bool:
-        """Whether commands wait in the inbox (cheap: asked at every batch boundary)."""
-        server = self._server
-        return server is not None and not server.inbox.empty()
-
     def drain(self, boundary: Boundary) -> None:
         """Run every command already waiting in the inbox; never blocks."""
-        server = self._server
-        # empty() first: this runs twice per step, and an empty get_nowait() raises.
-        while server is not None and not server.inbox.empty():
+        # A command may close the session (and so replace the inbox): look again each time.
+        while self.inbox.waiting:
             try:
-                cmd = server.inbox.get_nowait()
+                cmd = self.inbox.get_nowait()
             except queue.Empty:
                 return
             self.commands.dispatch(boundary, cmd)
-            server = self._server
 
     def take_commands(self, wait: bool = False) -> list[PendingCommand]:
         """Take every command waiting in the inbox without running it.

@@ -86,6 +86,7 @@ class Telemetry(Callback):
         self._logs = LogForwarder(session.publish, log_level)
         self._optimizer_values: dict[str, Value] = {}
         self._readers: dict[int, _OptimizerReader] = {}
+        self._reader: _OptimizerReader | None = None  # the last one read (usually the only one)
         self._trainer_norm = False  # the native trainer clips, so it computes the norm itself
         self._norm_taken = False  # this step's own norm was due (see _record_step)
         self._losses: list[torch.Tensor] = []
@@ -109,7 +110,7 @@ class Telemetry(Callback):
             return
         self._last_step = trainer.global_step
         self._driver = driver(trainer)  # asked at every step: once per fit is enough
-        self._readers = {}
+        self._readers, self._reader = {}, None
         self._trainer_norm = False
         self._logs.install()
         self._sampler = RuntimeSampler(
@@ -157,9 +158,9 @@ class Telemetry(Callback):
             return
         # try/except rather than _guarded: this runs at every step (no generator to create).
         try:
-            reader = self._readers.get(id(optimizer))
-            if reader is None or not reader.current(optimizer):
-                reader = self._readers[id(optimizer)] = _OptimizerReader(trainer, optimizer)
+            reader, groups = self._reader, optimizer.param_groups
+            if reader is None or reader.groups is not groups or reader.size != len(groups):
+                reader = self._reader = self._reader_of(trainer, optimizer)
             # A native trainer that clips computes the norm anyway: reuse it (_record_step).
             due = not self._trainer_norm and reader.norm_due(
                 self._clock.batch_start, self._norm_every_s
@@ -175,9 +176,11 @@ class Telemetry(Callback):
         self._clock.batch_ended()
         if not self.session.active:
             return
-        loss = _loss_of(outputs)
-        if loss is not None:
-            self._losses.append(loss)
+        usual = type(outputs) is dict  # first: no call in the usual case
+        loss = outputs.get("loss") if usual or isinstance(outputs, dict) else outputs
+        if isinstance(loss, torch.Tensor) and (loss.ndim == 0 or loss.numel() == 1):
+            # Both trainers hand over a detached loss already: no new tensor for it each step.
+            self._losses.append(loss.detach() if loss.requires_grad else loss)
         if trainer.global_step != self._last_step:  # an optimizer step happened
             try:
                 self._record_step(trainer, outputs)
@@ -253,8 +256,16 @@ class Telemetry(Callback):
             values["loss"] = _step_loss(losses, step_driver.accumulation())
             self._losses = []
         step = trainer.global_step
-        self._buffer.add(int(step), int(trainer.current_epoch), values)
+        # The batch's start stamp is recent enough for the buffer's every-0.1-s check.
+        self._buffer.add(int(step), int(trainer.current_epoch), values, self._clock.batch_start)
         self._last_step = step
+
+    def _reader_of(self, trainer: TrainerHost, optimizer: Any) -> _OptimizerReader:
+        """The reader of ``optimizer`` (a new one when its param groups changed)."""
+        reader = self._readers.get(id(optimizer))
+        if reader is None or not reader.current(optimizer):
+            reader = self._readers[id(optimizer)] = _OptimizerReader(trainer, optimizer)
+        return reader
 
     def _ship(self, rows: list[Row]) -> None:
         # One validation and one publication for the batch: this runs on the training thread.
@@ -379,14 +390,6 @@ def grad_norms(parameters: Any) -> Norms | None:
     if not grads:
         return None
     return Norms(torch._foreach_norm(grads))
-
-
-def _loss_of(outputs: Any) -> torch.Tensor | None:
-    loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-        # Both trainers hand over a detached loss already: no new tensor for it each step.
-        return loss.detach() if loss.requires_grad else loss
-    return None
 
 
 def _step_loss(losses: list[torch.Tensor], divided: int) -> torch.Tensor:

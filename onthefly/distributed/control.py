@@ -115,6 +115,9 @@ class RankSync:
     def __init__(self, session: Inbox) -> None:
         self.session = session
         self.group: ControlGroup | None = None
+        self.active = False
+        """Whether this run has several ranks and the control group is formed (an attribute:
+        it is read at every batch end)."""
         self.exchange = Exchange()
         self.reports: dict[int, cursors.Cursor] = {}
         self._spacing = Spacing()
@@ -130,11 +133,6 @@ class RankSync:
         self._broken: DistributedError | None = None
         self.exchange.provide("cursor", self._cursor)
         self.exchange.consume("cursor", self._record)
-
-    @property
-    def active(self) -> bool:
-        """Whether this run has several ranks and the control group is formed."""
-        return self.group is not None
 
     @property
     def interval(self) -> int:
@@ -160,6 +158,7 @@ class RankSync:
         if self.group is not None or int(trainer.world_size) <= 1:
             return
         self.group = ControlGroup.join()
+        self.active = True
         self._spacing = Spacing(fixed_interval())
 
     def due(self, final: bool) -> bool:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import threading
 import time
 from collections import deque
@@ -24,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 
+from onthefly.flagged_queue import FlaggedQueue
 from onthefly.protocol import (
     CONTROL_COMMANDS,
     EXCLUSIVE_COMMANDS,
@@ -108,7 +108,7 @@ class Broker:
         """Why control commands are refused (a viewed session file), or ``None``."""
         self.project = project
         self.main_run = main_run
-        self.inbox: queue.SimpleQueue[PendingCommand] = queue.SimpleQueue()
+        self.inbox: FlaggedQueue[PendingCommand] = FlaggedQueue()
         self._ring: deque[StreamEvent] = deque(maxlen=ring_size)
         self._outbox_events = outbox_events
         self._rate = rate

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import queue
 import re
 import secrets
 import threading
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from onthefly import environment
 from onthefly.errors import ConfigurationError
+from onthefly.flagged_queue import FlaggedQueue
 from onthefly.protocol import EventBody, LogBody, LogRecord, RunInfo, RunStartedBody, Snapshot
 from onthefly.server.admission import Limits
 from onthefly.server.broker import Broker
@@ -114,7 +114,7 @@ class SessionServer:
         self.main_run = self._new_run_id(run_name)
         self._run_name = run_name
         self._broker = Broker(self.session_id, project, main_run=self.main_run, read_only=read_only)
-        self.inbox: queue.SimpleQueue[PendingCommand] = self._broker.inbox
+        self.inbox: FlaggedQueue[PendingCommand] = self._broker.inbox
         """Control commands (pause, resume, stop, test) for the training thread to answer."""
         self._transport = Transport(
             self._broker,

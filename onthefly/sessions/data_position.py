@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from torch.utils.data import DataLoader, IterableDataset
 
@@ -86,6 +86,13 @@ class DataPosition:
         )
 
 
+class Watch(Protocol):
+    """Says whether an export may come soon: e.g. the session's inbox, set while commands
+    wait (one of them may export before the batch fetched now is trained)."""
+
+    waiting: bool
+
+
 class TrackedIterator(Iterator[Any]):
     """An epoch's batch iterator that counts fetches and, in the main process, keeps the
     RNG state each recent fetch started from.
@@ -95,8 +102,8 @@ class TrackedIterator(Iterator[Any]):
             the native loop numbers batches from it.
         trained: batches of the epoch trained on, as the trainer reports them (a plain int
             set after each batch); ``None`` (not reported) keeps every fetch's RNG state.
-        watch: whether an export may come before a batch fetched now is trained (asked
-            only for a fetch that does not run ahead of training).
+        watch: says whether an export may come before a batch fetched now is trained (its
+            ``waiting``, read only for a fetch that does not run ahead of training).
     """
 
     def __init__(
@@ -106,7 +113,7 @@ class TrackedIterator(Iterator[Any]):
         main_process: bool,
         start_batch: int = 0,
         replay: Iterable[tuple[RngState, Any]] = (),
-        watch: Callable[[], bool] | None = None,
+        watch: Watch | None = None,
         loader: Any = None,
         draws: FetchDraws | None = None,
     ) -> None:
@@ -127,7 +134,14 @@ class TrackedIterator(Iterator[Any]):
             state, batch = self._replay.popleft()
             self._history.append((self.fetched, state))
         else:
-            keep = self._main_process and self._keeps_state()
+            # Whether this fetch's RNG state may be needed (a few reads, no call: every fetch).
+            trained, fetched, watch = self.trained, self.fetched, self.watch
+            keep = self._main_process and (
+                trained is None
+                or fetched > trained
+                or fetched == self.start_batch
+                or (watch is not None and watch.waiting)
+            )
             if keep:
                 first = self.fetched == self.start_batch
                 self._history.append((self.fetched, self._draws.before(self.loader, first)))
@@ -139,12 +153,6 @@ class TrackedIterator(Iterator[Any]):
 
     def _capture(self) -> RngState:
         return loader_rng.capture(self.loader, cuda=False)
-
-    def _keeps_state(self) -> bool:
-        trained = self.trained
-        if trained is None or self.fetched > trained or self.fetched == self.start_batch:
-            return True
-        return self.watch is not None and self.watch()
 
     def exact(self, consumed: int) -> bool:
         """Whether an export once ``consumed`` batches were trained on resumes exactly: every
@@ -193,7 +201,7 @@ class TrackedLoader:
     def __init__(self, loader: Iterable[Any]) -> None:
         self.loader = loader
         self.iterator: TrackedIterator | None = None
-        self.watch: Callable[[], bool] | None = None
+        self.watch: Watch | None = None
         self.draws = FetchDraws()
         self._resume: Resume | None = None
 

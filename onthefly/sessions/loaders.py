@@ -18,7 +18,6 @@ trainer's ``train_loader``) is reached through its driver
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +31,7 @@ from onthefly.sessions.data_position import (
     Resume,
     TrackedIterator,
     TrackedLoader,
+    Watch,
     in_main_process,
 )
 from onthefly.sessions.rng import RngState
@@ -77,9 +77,7 @@ class Requested:
         return state
 
 
-def track(
-    trainer: TrainerHost, requested: Requested | None, watch: Callable[[], bool] | None = None
-) -> None:
+def track(trainer: TrainerHost, requested: Requested | None, watch: Watch | None = None) -> None:
     """Wrap the training loaders (idempotent; call at ``on_train_start`` and each epoch start).
 
     Args:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -68,7 +69,7 @@ def test_a_fetch_keeps_its_rng_state_only_when_it_may_be_replayed() -> None:
 def test_an_expected_export_keeps_the_state_of_a_fetch_not_yet_trained() -> None:
     torch.manual_seed(0)
     tracked = TrackedLoader(DataLoader(_Noisy(), batch_size=4, shuffle=True))
-    tracked.watch = lambda: True
+    tracked.watch = SimpleNamespace(waiting=True)  # e.g. a command waits
     batches = iter(tracked)
     batches.trained = 0
     first = next(batches)
