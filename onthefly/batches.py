@@ -49,7 +49,11 @@ def unpack(batch: Any, keys: BatchKeys | None = None) -> tuple[Any, Any]:
         >>> unpack({"image": 1, "label": 2})
         (1, 2)
     """
-    if isinstance(batch, Sequence) and not isinstance(batch, str) and len(batch) >= 2:
+    # The exact types first: the ABC checks cost more, and this runs at every step.
+    sequence = type(batch) in (tuple, list) or (
+        isinstance(batch, Sequence) and not isinstance(batch, str)
+    )
+    if sequence and len(batch) >= 2:
         return batch[0], batch[1]
     if isinstance(batch, Mapping):
         x_key, y_key = (
@@ -103,8 +107,8 @@ def predictions(output: Any) -> Any:
         >>> predictions((1, 2))
         1
     """
-    if isinstance(output, torch.Tensor):
-        return output
+    if type(output) is torch.Tensor or isinstance(output, torch.Tensor):
+        return output  # (the exact type first: no call at every step)
     if isinstance(output, (tuple, list)) and output:
         return output[0]
     if isinstance(output, Mapping):

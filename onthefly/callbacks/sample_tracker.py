@@ -144,8 +144,8 @@ class SampleTracker(Callback):
         if self._history is None and self._outbox is None:  # not tracking (the session is off)
             return
         if self._indexed:  # the index list the sampler yielded for this batch
-            item = self._taps.pop()
-            ids = [item] if isinstance(item, int) else item
+            item = self._taps.recorder.pop()
+            ids = item if type(item) is list or not isinstance(item, int) else [item]
         else:
             ids = self._unindexed_ids(batch)
         self._ids = ids
@@ -187,8 +187,8 @@ class SampleTracker(Callback):
             return
         # The optimizer step the batch counts to, as telemetry numbers it: global_step after
         # it, also for the micro-batches of an accumulation window that have not stepped yet.
-        step = trainer.global_step
-        self._buffer.add(max(step, self._step_before + 1), trainer.current_epoch, ids, values)
+        step, before = trainer.global_step, self._step_before
+        self._buffer.add(step if step > before else before + 1, trainer.current_epoch, ids, values)
 
     # ------------------------------------------------------------------ public
 

@@ -6,12 +6,14 @@ need. Each hook receives ``(trainer, model, *args)`` where ``model`` is the user
 
 A training step fires half a dozen hooks, so dispatch is kept to a table lookup: each hook
 name maps to the bound methods of the callbacks that implement it, skipping the empty
-defaults every callback inherits from ``lightning.pytorch.Callback``.
+defaults every callback inherits from ``lightning.pytorch.Callback``; the loop and the
+default step call the per-batch hooks' lists themselves (:class:`StepHooks`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 _EMPTY_DEFAULTS = ("lightning.pytorch.callbacks.callback", "Callback")
@@ -80,6 +82,37 @@ class HookTable:
         return found
 
 
+STEP_HOOKS = (
+    "on_train_batch_start",
+    "on_before_zero_grad",
+    "on_before_backward",
+    "on_after_backward",
+    "on_before_optimizer_step",
+    "on_train_batch_end",
+)
+"""The hooks every training batch fires (:class:`StepHooks`)."""
+
+
+@dataclass(frozen=True)
+class StepHooks:
+    """The methods of the hooks a training batch fires, and the two arguments every hook
+    gets first; :meth:`Hooks.for_batch` refreshes them at each batch's start.
+
+    The loop and the default step call these lists themselves (``for hook in
+    hooks.before_zero_grad: hook(hooks.trainer, hooks.model, optimizer)``): six hooks fire
+    per step, and going through :meth:`Hooks.call` would add a Python call to each.
+    """
+
+    trainer: Any
+    model: Any
+    train_batch_start: list[Callable[..., Any]]
+    before_zero_grad: list[Callable[..., Any]]
+    before_backward: list[Callable[..., Any]]
+    after_backward: list[Callable[..., Any]]
+    before_optimizer_step: list[Callable[..., Any]]
+    train_batch_end: list[Callable[..., Any]]
+
+
 class EndArgs:
     """The arguments of the pending ``*_end`` hook; a level sets them once it knows its outputs."""
 
@@ -124,6 +157,19 @@ class Hooks:
         self._trainer = trainer
         self.callbacks = callbacks
         self._table = HookTable()
+        self.step = StepHooks(trainer, None, [], [], [], [], [], [])
+        """The batch in progress's hooks (see :meth:`for_batch`)."""
+        self._step_from: list[object] = []
+
+    def for_batch(self) -> StepHooks:
+        """:attr:`step`, made anew when the callbacks or the model changed since the last
+        batch (a callback added during a batch takes part from the next one)."""
+        step, trainer = self.step, self._trainer
+        if self._step_from != self.callbacks or step.model is not trainer.model:
+            methods = [self._table.hooks(self.callbacks, name) for name in STEP_HOOKS]
+            step = self.step = StepHooks(trainer, trainer.model, *methods)
+            self._step_from = list(self.callbacks)
+        return step
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Call hook ``name`` on every callback that has it."""

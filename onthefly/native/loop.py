@@ -195,11 +195,13 @@ class FitLoop:
             batch_idx,
         )
         steps_before = trainer.global_step
-        # hooks.paired spelt out: this runs at every batch. If the step raises, the end hook is
-        # skipped, as in Lightning (the exception goes to on_exception instead).
-        hooks = context.hooks
+        # The batch's hooks called here directly (see StepHooks). If the step raises, the end
+        # hook is skipped, as in Lightning (the exception goes to on_exception instead).
+        hooks = context.hooks.for_batch()
+        model = hooks.model
         try:
-            hooks.call("on_train_batch_start", batch, batch_idx)
+            for hook in hooks.train_batch_start:
+                hook(trainer, model, batch, batch_idx)
         except StopIteration:
             # As Lightning's epoch loop (2.6) does: a batch-start hook that raises it ends the
             # epoch before the step (e.g. a stop that came while the run waited there).
@@ -210,7 +212,8 @@ class FitLoop:
         stepped = trainer.global_step > steps_before
         if stepped and trainer.scheduler is not None and trainer.scheduler_interval == "step":
             trainer.scheduler.step()
-        hooks.call("on_train_batch_end", outputs, batch, batch_idx)
+        for hook in hooks.train_batch_end:
+            hook(trainer, model, outputs, batch, batch_idx)
         if context.progress.enabled:
             context.progress.advance(trainer.global_step, outputs["loss"])
         return True

@@ -97,11 +97,15 @@ class StepState(Mapping[str, Any]):
         Args:
             loss: the loss to differentiate.
         """
-        if self._hooks is not None:
-            self._hooks.call("on_before_backward", loss)
+        if self._hooks is None:
+            self.scaler.scale(loss).backward()
+            return
+        hooks = self._hooks.step  # the batch in progress's (see StepHooks)
+        for hook in hooks.before_backward:
+            hook(hooks.trainer, hooks.model, loss)
         self.scaler.scale(loss).backward()
-        if self._hooks is not None:
-            self._hooks.call("on_after_backward")
+        for hook in hooks.after_backward:
+            hook(hooks.trainer, hooks.model)
 
 
 _KEYS = tuple(f.name for f in fields(StepState) if not f.name.startswith("_"))

@@ -106,14 +106,16 @@ class DefaultTrainingStep:
     def __call__(self, batch: Any, state: StepState) -> dict[str, Any]:
         loss, preds, target = _loss(batch, state, self._batch_keys)
         observe(state.loss_fn, preds, target)  # per-sample losses, when recording
-        optimizer, scaler = state.optimizer, state.scaler
-        self._hooks.call("on_before_zero_grad", optimizer)
+        optimizer, scaler, hooks = state.optimizer, state.scaler, self._hooks.step
+        for hook in hooks.before_zero_grad:
+            hook(hooks.trainer, hooks.model, optimizer)
         optimizer.zero_grad(set_to_none=True)
         state.backward(loss)
         if scaler.is_enabled():
             # Lightning unscales before on_before_optimizer_step so hooks see true gradients.
             scaler.unscale_(optimizer)
-        self._hooks.call("on_before_optimizer_step", optimizer)
+        for hook in hooks.before_optimizer_step:
+            hook(hooks.trainer, hooks.model, optimizer)
         if self.grad_clip_norm is not None:
             self.grad_norm = torch.nn.utils.clip_grad_norm_(
                 state.model.parameters(), self.grad_clip_norm
@@ -163,6 +165,8 @@ def checked_output(output: Any, step: str) -> dict[str, Any]:
     """
     # The usual dict is recognised without the ABC checks (this runs at every step).
     usual = type(output) is dict and type(output.get("loss")) is torch.Tensor
+    if usual and len(output) == 1:  # the default step's {"loss": loss}
+        return {"loss": output["loss"].detach()}
     if not usual and (
         not isinstance(output, Mapping) or not isinstance(output.get("loss"), torch.Tensor)
     ):

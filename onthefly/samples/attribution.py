@@ -41,38 +41,43 @@ Ids = Sequence[int] | torch.Tensor | range
 
 
 class IndexRecorder:
-    """The index lists one sampler yields, oldest first, for its current iteration only."""
+    """The index lists one sampler yields, oldest first, for its current iteration only.
+
+    Attributes:
+        active: recording (``False`` once the taps are removed).
+        generation: the number of the sampler's current iteration.
+        pending: what the current iteration yielded and no batch took yet, oldest first.
+    """
 
     def __init__(self) -> None:
         self.active = True
-        self._generation = 0
-        self._pending: deque[Any] = deque()
+        self.generation = 0
+        self.pending: deque[Any] = deque()
 
     def begin(self) -> int:
         """A new iteration of the sampler starts: what the previous one left is stale."""
-        self._generation += 1
-        self._pending.clear()
-        return self._generation
-
-    def record(self, generation: int, item: Any) -> None:
-        if self.active and generation == self._generation:
-            self._pending.append(item)
+        self.generation += 1
+        self.pending.clear()
+        return self.generation
 
     def drop(self, count: int) -> None:
         """Forget the ``count`` oldest index lists (batches skipped, never delivered)."""
-        for _ in range(min(count, len(self._pending))):
-            self._pending.popleft()
+        for _ in range(min(count, len(self.pending))):
+            self.pending.popleft()
 
     def pop(self) -> Any:
         """The oldest undelivered index list, or ``None``."""
-        return self._pending.popleft() if self._pending else None
+        return self.pending.popleft() if self.pending else None
 
 
 def _recording_class(cls: type, recorder: IndexRecorder) -> type:
     def __iter__(self: Any) -> Iterator[Any]:
         generation = recorder.begin()
         for item in cls.__iter__(self):  # type: ignore[attr-defined]
-            recorder.record(generation, item)
+            # Only while this iteration is the current one (a new one may start meanwhile);
+            # read and appended here, without another call: this runs at every fetch.
+            if recorder.active and generation == recorder.generation:
+                recorder.pending.append(item)
             yield item
 
     namespace = {

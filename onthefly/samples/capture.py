@@ -150,7 +150,7 @@ def training_values(spec: LossSpec, preds: Any, target: Any, n: int) -> SampleVa
     if spec.class_index and type(preds) is torch.Tensor and type(target) is torch.Tensor:
         shape = preds.shape
         if (
-            len(shape) == 2
+            preds.ndim == 2
             and shape[0] == n
             and n * shape[1] <= DEFERRED_SCORES
             and preds.dtype in _KEPT_EXACT

@@ -124,14 +124,17 @@ def _deferred_call(module: nn.Module) -> Callable[[], LossCall | None]:
     it has class weights (their per-sample division stays with the batch)."""
     fn = F.cross_entropy if isinstance(module, nn.CrossEntropyLoss) else F.nll_loss
     buffers, options = module._buffers, module.__dict__
+    smooths = "label_smoothing" in options  # NLLLoss has no such option
     # Asked at every training step: the call is made again only when an option changed.
-    made = LossCall(fn, options["ignore_index"], options.get("label_smoothing", 0.0))
+    made = LossCall(fn, options["ignore_index"], options["label_smoothing"] if smooths else 0.0)
 
     def deferred() -> LossCall | None:
         nonlocal made
-        if buffers.get("weight") is not None:
+        # Subscripts rather than calls to ``get``: this runs at every training step.
+        if "weight" in buffers and buffers["weight"] is not None:
             return None
-        ignore, smoothing = options["ignore_index"], options.get("label_smoothing", 0.0)
+        ignore = options["ignore_index"]
+        smoothing = options["label_smoothing"] if smooths else 0.0
         if ignore != made.ignore_index or smoothing != made.label_smoothing:
             made = LossCall(fn, ignore, smoothing)
         return made

@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import nn
 
 from onthefly.samples.capture import SampleValues, training_values
@@ -35,6 +36,7 @@ class Slot:
     n: int
     values: SampleValues | None = None
     specs: dict[int, LossSpec | None] = field(default_factory=dict)
+    _last: tuple[Any, LossSpec | None] = field(default=(None, None), repr=False)
 
     def report(self, loss_fn: Any, preds: Any, target: Any) -> None:
         """Compute and keep the batch's values from one loss call (if none were kept yet).
@@ -42,12 +44,19 @@ class Slot:
         Only a call on predictions that carry gradients counts: an evaluation run from a
         command while the batch is in progress (a test, a scan) runs under ``no_grad``.
         """
-        if self.values is not None or not getattr(preds, "requires_grad", False):
+        trains = (
+            preds.requires_grad
+            if type(preds) is torch.Tensor  # the usual case first: no call
+            else getattr(preds, "requires_grad", False)
+        )
+        if self.values is not None or not trains:
             return
-        key = id(loss_fn)
-        if key not in self.specs:
-            self.specs[key] = describe_loss(loss_fn)
-        spec = self.specs[key]
+        if loss_fn is not self._last[0]:  # the usual case: the same loss as the last batch's
+            key = id(loss_fn)
+            if key not in self.specs:
+                self.specs[key] = describe_loss(loss_fn)
+            self._last = (loss_fn, self.specs[key])
+        spec = self._last[1]
         if spec is not None:
             self.values = training_values(spec, preds, target, self.n)
 
@@ -83,7 +92,7 @@ def observe(loss_fn: Any, preds: Any, target: Any) -> None:
     The native trainer's default step calls it after its ``loss_fn(model(x), y)``; custom
     code may call it too.
     """
-    slot = armed_slot()
+    slot = getattr(_local, "slot", None)  # armed_slot(), inlined: runs at every step
     if slot is not None and slot.values is None:
         slot.report(loss_fn, preds, target)
 
