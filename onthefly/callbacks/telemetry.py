@@ -253,7 +253,10 @@ class Telemetry(Callback):
             self._trainer_norm = True
         losses = self._losses
         if losses:
-            values["loss"] = _step_loss(losses, step_driver.accumulation())
+            divided = step_driver.accumulation()
+            # The usual step, one loss as it is, without a call to _step_loss.
+            usual = divided == 1 and len(losses) == 1
+            values["loss"] = losses[0] if usual else _step_loss(losses, divided)
             self._losses = []
         step = trainer.global_step
         # The batch's start stamp is recent enough for the buffer's every-0.1-s check.
@@ -394,9 +397,8 @@ def grad_norms(parameters: Any) -> Norms | None:
 
 def _step_loss(losses: list[torch.Tensor], divided: int) -> torch.Tensor:
     """The mean micro-batch loss of one optimizer step's window, from the losses as reported
-    (each divided by ``divided``); a short last window is averaged over its own length."""
-    if len(losses) == 1 and divided == 1:
-        return losses[0]  # the usual step: no new tensor
+    (each divided by ``divided``); a short last window is averaged over its own length.
+    (The usual step, one loss not divided, is that loss itself: the caller takes it.)"""
     stacked = torch.stack([loss.reshape(()) for loss in losses])
     if divided == 1:
         return stacked.mean()

@@ -72,8 +72,10 @@ class LightningDriver(Driver):
         # At every step: the training loop's collection, read as plain attributes (private:
         # ``fit_loop.epoch_loop._results``) rather than through the trainer's active-loop
         # lookup; a step that logs nothing leaves it empty.
-        epoch_loop = getattr(getattr(self.trainer, "fit_loop", None), "epoch_loop", None)
-        results = getattr(epoch_loop, "_results", None)
+        try:  # attribute reads, no getattr() calls: this runs at every step
+            results = self.trainer.fit_loop.epoch_loop._results
+        except AttributeError:
+            results = None
         if not hasattr(results, "valid_items"):
             results = self._results()
         if not results:
