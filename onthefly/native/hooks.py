@@ -166,8 +166,11 @@ class Hooks:
         batch (a callback added during a batch takes part from the next one)."""
         step, trainer = self.step, self._trainer
         if self._step_from != self.callbacks or step.model is not trainer.model:
-            methods = [self._table.hooks(self.callbacks, name) for name in STEP_HOOKS]
-            step = self.step = StepHooks(trainer, trainer.model, *methods)
+            methods = {
+                name.removeprefix("on_"): self._table.hooks(self.callbacks, name)
+                for name in STEP_HOOKS
+            }
+            step = self.step = StepHooks(trainer, trainer.model, **methods)
             self._step_from = list(self.callbacks)
         return step
 

@@ -67,6 +67,39 @@ def test_a_callback_replaced_in_the_list_is_called_instead() -> None:
     assert (first.calls, second.calls) == ([("start", "model", 1)], [("start", "model", 2)])
 
 
+class BatchLog(Callback):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, *args: Any) -> None:
+        self.calls.append("batch_start")
+
+    def on_before_zero_grad(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+        self.calls.append("before_zero_grad")
+
+
+def test_the_batch_hooks_follow_the_callbacks_and_the_model_from_one_batch_to_the_next() -> None:
+    host = Host()
+    first, second = BatchLog(), BatchLog()
+    callbacks: list[object] = [first]
+    hooks = Hooks(host, callbacks)
+    step = hooks.for_batch()
+    assert step is hooks.step and hooks.for_batch() is step  # nothing changed: the same
+    assert step.train_batch_start == [first.on_train_batch_start]
+    assert step.before_zero_grad == [first.on_before_zero_grad]
+    assert step.after_backward == [] and step.model == "model"
+    hooks.call("on_train_start")  # another hook's call rebuilding the table changes nothing
+    callbacks.append(second)
+    hooks.call("on_train_end")
+    assert hooks.step is step  # a callback added during a batch joins at the next one
+    assert hooks.for_batch().before_zero_grad == [
+        first.on_before_zero_grad,
+        second.on_before_zero_grad,
+    ]
+    host.model = "another model"
+    assert hooks.for_batch().model == "another model"
+
+
 class Started(Callback):
     def __init__(self) -> None:
         self.started = 0
