@@ -221,17 +221,13 @@ class RunSession:
         Args:
             wait: when none is waiting, wait up to one slice for the first.
         """
-        server = self._server
-        if server is None:
-            if wait:
-                time.sleep(WAIT_SLICE_S)
-            return []
-        taken = []
+        # Without a server the inbox stays empty: a wait then takes its slice and finds none.
+        inbox, taken = self.inbox, []
         try:
             if wait:
-                taken.append(server.inbox.get(timeout=WAIT_SLICE_S))
-            while not server.inbox.empty():
-                taken.append(server.inbox.get_nowait())
+                taken.append(inbox.get(timeout=WAIT_SLICE_S))
+            while inbox.waiting:
+                taken.append(inbox.get_nowait())
         except queue.Empty:
             pass
         return taken
@@ -239,10 +235,9 @@ class RunSession:
     def next_command(self) -> PendingCommand | None:
         """The next command of the inbox, waiting for it up to one slice (``None``: none
         came, or no server)."""
-        server = self._server
-        if server is None:
+        if self._server is None:
             return None
         try:
-            return server.inbox.get(timeout=WAIT_SLICE_S)
+            return self.inbox.get(timeout=WAIT_SLICE_S)
         except queue.Empty:
             return None

@@ -158,6 +158,7 @@ class Telemetry(Callback):
             return
         # try/except rather than _guarded: this runs at every step (no generator to create).
         try:
+            # The last reader, if still current (_OptimizerReader.current, inlined).
             reader, groups = self._reader, optimizer.param_groups
             if reader is None or reader.groups is not groups or reader.size != len(groups):
                 reader = self._reader = self._reader_of(trainer, optimizer)
