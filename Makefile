@@ -59,6 +59,18 @@ lint: install
 	$(VENV)/bin/ruff format --check onthefly tests benchmarks examples
 	$(VENV)/bin/mypy
 
+# The dashboard (extension/): its Node packages and Chromium. Defined before `bench`, the first
+# rule that names them: make expands a rule's prerequisites as it reads the rule.
+CHROMIUM := /usr/bin/chromium
+NPM_STAMP := extension/node_modules/.installed
+
+$(CHROMIUM):
+	apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)
+
+$(NPM_STAMP): extension/package-lock.json
+	cd extension && npm ci --no-audit --no-fund
+	touch $(NPM_STAMP)
+
 # A missed target is reported, and every figure still goes to benchmarks/RESULTS.md.
 bench: install $(NPM_STAMP) | $(CHROMIUM)
 	mkdir -p .benchmarks
@@ -71,17 +83,7 @@ bench: install $(NPM_STAMP) | $(CHROMIUM)
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks
 
-# The dashboard (extension/): unit tests, then real Chromium against real training processes.
-CHROMIUM := /usr/bin/chromium
-NPM_STAMP := extension/node_modules/.installed
-
-$(CHROMIUM):
-	apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)
-
-$(NPM_STAMP): extension/package-lock.json
-	cd extension && npm ci --no-audit --no-fund
-	touch $(NPM_STAMP)
-
+# The dashboard's unit tests, then real Chromium against real training processes.
 .PHONY: test-extension bench-extension test-vscode
 test-extension: install $(NPM_STAMP) | $(CHROMIUM)
 	cd extension && npx tsc -p . && npm test && npm run test:e2e
