@@ -28,10 +28,11 @@ shipments, the runtime sampler) to be counted in its share. The training process
 CPU time per step (all its threads: the session server's included, the client's process not)
 is recorded too: it is far less disturbed by other load on a shared machine. Other load
 only ever slows a round, so each ratio is also given between the drivers' fastest rounds
-(``fastest: …``, the estimate ``timeit`` recommends): when the floors' median ratios come out
-below 1 — less work measured as faster — the run was noisier than the difference it measures,
-and the fastest rounds' ratios are the better figure. The host syncs OnTheFly adds per step
-are counted in ``test_host_syncs.py``.
+(``fastest: …``, the estimate ``timeit`` recommends), a second figure that a slow stretch
+moves less. The floors tell how far a run can be trusted: they do more than the bare loops, so
+a floor's ratio below 1 means the run was noisier than the differences it measures (and where
+the fastest rounds' floors are off too, neither figure measures the code). The host syncs
+OnTheFly adds per step are counted in ``test_host_syncs.py``.
 """
 
 from __future__ import annotations
