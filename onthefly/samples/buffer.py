@@ -6,8 +6,8 @@ each training batch only appends references (a few hundred nanoseconds); every
 one tensor per column and copied once — on CUDA without blocking, into pinned memory,
 polled at later batches. The host side receives the shipments in batch order; each becomes
 a :class:`Chunk` when asked (:meth:`Shipment.chunk`). Tensors that are on the CPU already
-need no copy: their concatenation, and everything else a chunk needs, is left to whoever
-asks for the chunk — the history writer's thread — so the training thread does none of it.
+need no copy: their concatenation, and everything else a chunk needs, waits until the chunk
+is asked for, once per shipment.
 Losses a batch left to the copy (:attr:`SampleValues.unreduced`) are evaluated with the
 columns: one loss call for the copy's batches.
 """

@@ -2,10 +2,11 @@
 
 Every observation (step, epoch, index, loss, correct) is kept, in part files of complete
 Parquet (``part-00000.parquet``, …) so that the folder is readable — and copyable by a
-session export — at any flush. A daemon thread does the encoding and writing (and, given
-``fold``, the folding of each chunk into the running statistics, and whatever a shipment
-left for its reader, see :class:`~onthefly.samples.buffer.Shipment`); the training thread
-only queues what it shipped. Read it back with ``pyarrow.parquet.read_table(folder)``.
+session export — at any flush. A daemon thread does the encoding and writing, a few calls
+per part of 2^18 rows, most of their time in Arrow without the GIL. The training thread keeps
+the chunks of a part until it is full and only then hands them over: a thread woken for
+every chunk would take the GIL from it each time. Read it back with
+``pyarrow.parquet.read_table(folder)``.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from onthefly.samples.buffer import Chunk, Shipment
+from onthefly.samples.buffer import Chunk
 
 log = logging.getLogger(__name__)
 
@@ -35,22 +35,12 @@ SCHEMA = pa.schema(
 )
 
 
-class _Barrier:
-    """Queued behind the chunks: set once they are folded (and written, with ``write``)."""
-
-    def __init__(self, write: bool) -> None:
-        self.write = write
-        self.done = threading.Event()
-
-
 class HistoryWriter:
     """Writes chunks to ``folder`` as Parquet parts of about ``rows_per_part`` rows.
 
     Args:
         folder: where the part files go (created if missing).
         rows_per_part: rows gathered before a part is written (a flush writes what it has).
-        fold: called with each chunk on the writer's thread, in order (e.g. a store update);
-            after :meth:`sync` or :meth:`flush` returns, every chunk queued before was folded.
 
     Example:
         >>> writer = HistoryWriter(tmp_path / "history")  # doctest: +SKIP
@@ -62,96 +52,70 @@ class HistoryWriter:
         self,
         folder: Path,
         rows_per_part: int = 1 << 18,
-        fold: Callable[[Chunk], None] | None = None,
     ) -> None:
         self.folder = folder
-        self._fold = fold
         self._rows_per_part = rows_per_part
-        self._queue: queue.Queue[Shipment | _Barrier | None] = queue.Queue()
+        self._part: list[Chunk] = []  # the part being gathered, on the caller's thread
+        self._part_rows = 0
+        # Parts to write; an Event: set it once what came before is written; None: stop.
+        self._queue: queue.Queue[list[Chunk] | threading.Event | None] = queue.Queue()
         self._parts = 0
         self.rows_written = 0
         self._failed = False
         self._thread = threading.Thread(target=self._run, name="onthefly-history", daemon=True)
         self._thread.start()
 
-    def add(self, shipment: Shipment) -> None:
-        """Queue one chunk, or a shipment that becomes one on the writer's thread (never
-        blocks)."""
-        self._queue.put(shipment)
-
-    def sync(self) -> None:
-        """Wait until every chunk queued so far was folded (no file is forced out)."""
-        self._barrier(write=False)
+    def add(self, chunk: Chunk) -> None:
+        """Add one chunk (never blocks; a full part is handed to the writer's thread)."""
+        self._part.append(chunk)
+        self._part_rows += len(chunk)
+        if self._part_rows >= self._rows_per_part:
+            self._hand_over()
 
     def flush(self) -> None:
-        """Write everything queued so far as complete files, and wait until it is done."""
-        self._barrier(write=True)
-
-    def _barrier(self, write: bool) -> None:
+        """Write everything added so far as complete files, and wait until it is done."""
+        self._hand_over()
         if self._thread.is_alive():
-            barrier = _Barrier(write)
-            self._queue.put(barrier)
-            barrier.done.wait()
+            written = threading.Event()
+            self._queue.put(written)
+            written.wait()
 
     def close(self) -> None:
         """Flush, then stop the writer thread."""
+        self._hand_over()
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
 
+    def _hand_over(self) -> None:
+        if self._part:
+            self._queue.put(self._part)
+            self._part, self._part_rows = [], 0
+
     def _run(self) -> None:
-        pending: list[Chunk] = []
-        rows = 0
         while True:
             item = self._queue.get()
-            if item is not None and not isinstance(item, _Barrier):
-                chunk = self._received(item)
-                if chunk is None:
-                    continue
-                self._fold_one(chunk)
-                pending.append(chunk)
-                rows += len(chunk)
-                if rows < self._rows_per_part:
-                    continue
-            if isinstance(item, _Barrier) and not item.write:
-                item.done.set()
-                continue
-            self._write(pending)
-            pending, rows = [], 0
             if item is None:
                 return
-            if isinstance(item, _Barrier):
-                item.done.set()
-
-    def _received(self, shipment: Shipment) -> Chunk | None:
-        try:
-            return shipment.chunk()
-        except Exception:  # a bug here must not stop the history, nor the run
-            log.exception("OnTheFly could not read shipped per-sample values; they are skipped")
-            return None
-
-    def _fold_one(self, chunk: Chunk) -> None:
-        if self._fold is None:
-            return
-        try:
-            self._fold(chunk)
-        except Exception:  # a bug here must not stop the history, nor the run
-            log.exception("OnTheFly could not fold per-sample values in; they are skipped")
+            if isinstance(item, threading.Event):
+                item.set()
+            else:
+                self._write(item)
 
     def _write(self, chunks: list[Chunk]) -> None:
         if not chunks or self._failed:
             return
-        table = pa.table(
-            [
-                pa.array(np.concatenate([c.step for c in chunks])),
-                pa.array(np.concatenate([c.epoch for c in chunks])),
-                pa.array(np.concatenate([c.ids for c in chunks])),
-                pa.array(np.concatenate([c.loss for c in chunks])),
-                pa.array(np.concatenate([c.correct for c in chunks])),
-            ],
-            schema=SCHEMA,
-        )
         try:
+            table = pa.table(
+                [
+                    pa.array(np.concatenate([c.step for c in chunks])),
+                    pa.array(np.concatenate([c.epoch for c in chunks])),
+                    pa.array(np.concatenate([c.ids for c in chunks])),
+                    pa.array(np.concatenate([c.loss for c in chunks])),
+                    pa.array(np.concatenate([c.correct for c in chunks])),
+                ],
+                schema=SCHEMA,
+            )
             self.folder.mkdir(parents=True, exist_ok=True)
             path = self.folder / f"part-{self._parts:05d}.parquet"
             # Dictionary encoding pays off for repeated values; steps, ids and losses rarely
@@ -161,6 +125,10 @@ class HistoryWriter:
         except OSError as exc:  # a full disk must not cost the training run
             self._failed = True
             log.warning("OnTheFly stops writing the per-sample history: %s", exc)
+            return
+        except Exception:  # nor a bug here (the thread must live on: flush() waits for it)
+            self._failed = True
+            log.exception("OnTheFly stops writing the per-sample history")
             return
         self._parts += 1
         self.rows_written += table.num_rows

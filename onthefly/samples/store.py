@@ -98,19 +98,22 @@ class TrainingStats:
         """One observation each of distinct ``ids``."""
         a = self.arrays
         loss = loss32.astype(np.float64)
-        old = a["count"][ids]
+        count = a["count"]
+        old = count[ids]
         total = old + 1
-        a["count"][ids] = total
+        count[ids] = total
         _merge(a["loss_mean"], a["loss_m2"], ids, old, total, loss)
         _merge(a["conf_mean"], a["conf_m2"], ids, old, total, np.exp(-loss))
         a["loss_last"][ids] = loss32
         a["step_last"][ids] = step
         a["epoch_last"][ids] = epoch
-        known = ~np.isnan(correct)
-        a["correct_sum"][ids[known]] += correct[known]
-        a["correct_count"][ids[known]] += 1
-        labelled = ~np.isnan(labels)
-        a["label"][ids[labelled]] = labels[labelled]
+        known = _known(ids, correct)
+        if known is not None:
+            a["correct_sum"][known[0]] += known[1]
+            a["correct_count"][known[0]] += 1
+        labelled = _known(ids, labels)
+        if labelled is not None:
+            a["label"][labelled[0]] = labelled[1]
 
     def _grow(self, size: int) -> None:
         if size <= self.size:
@@ -181,9 +184,21 @@ def _merge(
     values: np.ndarray,
 ) -> None:
     """Welford's update of the running mean and M2 of distinct ``ids`` with one value each."""
-    delta = values - mean[ids]
-    mean[ids] += delta / total
+    before = mean[ids]  # gathered once (``mean[ids] += …`` would gather it again)
+    delta = values - before
+    mean[ids] = before + delta / total
     m2[ids] += delta**2 * old / total
+
+
+def _known(ids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The ids and values where the values are known (not ``NaN``); ``None`` where none is.
+    (Usually all or none are: then no mask is applied.)"""
+    unknown = np.isnan(values)
+    if not unknown.any():
+        return ids, values
+    if unknown.all():
+        return None
+    return ids[~unknown], values[~unknown]
 
 
 @dataclass

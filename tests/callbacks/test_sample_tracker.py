@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 from websockets.exceptions import ConnectionClosed
 
 import onthefly
+from onthefly.samples import buffer
 from tests.callbacks.live import LiveClient, wait_for_session
 from tests.callbacks.models import lightning_trainer
 from tests.callbacks.sample_runs import N, assert_squares, squares, tracker_of, zero_linear
@@ -48,6 +49,33 @@ def test_native_runs_attribute_every_shuffled_sample_exactly(workers: int) -> No
     trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.0), nn.MSELoss(), loader)
     assert_squares(tracker_of(trainer.callbacks), list(range(N)), seen=2)
     assert history.rows == 2 * N
+
+
+def test_a_shipment_that_cannot_be_read_is_skipped_and_the_run_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    read = buffer._Transfer.chunk
+    calls = []
+
+    def first_fails(transfer: Any) -> Any:
+        calls.append(len(transfer.rows))
+        if len(calls) == 1:
+            raise ValueError("shapes do not match")
+        return read(transfer)
+
+    monkeypatch.setattr(buffer._Transfer, "chunk", first_fails)
+    history = History()
+    trainer = onthefly.Trainer(
+        project="samples", max_epochs=2, progress_bar=False, quiet=True, port=0, callbacks=[history]
+    )
+    model = zero_linear()
+    loader = DataLoader(squares(), batch_size=1, shuffle=True)  # 2N batches: 2+ shipments
+    trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.0), nn.MSELoss(), loader)
+    assert trainer.global_step == 2 * N  # the run went on
+    assert "could not read shipped per-sample values" in caplog.text
+    assert len(calls) >= 2 and history.rows == 2 * N - calls[0]  # only the first one is lost
+    stats = tracker_of(trainer.callbacks).store.training
+    assert int(stats.count.sum()) == history.rows  # the rest is folded and written
 
 
 def custom_step(trainer: Any, loss_of: Callable[[Any, Any, Any], torch.Tensor]) -> None:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
-import pytest
 
 from onthefly.samples.buffer import Chunk
 from onthefly.samples.history import HistoryWriter
@@ -36,25 +35,3 @@ def test_parts_hold_every_observation(tmp_path: Path) -> None:
     finally:
         writer.close()
     assert writer.rows_written == 200
-
-
-class _Broken:
-    """A shipment whose values cannot be read."""
-
-    def chunk(self) -> Chunk:
-        raise ValueError("shapes do not match")
-
-
-def test_a_shipment_that_cannot_be_read_is_skipped_and_the_rest_written(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    writer = HistoryWriter(tmp_path / "history")
-    try:
-        writer.add(_chunk(1, 10))
-        writer.add(_Broken())
-        writer.add(_chunk(2, 10))
-        writer.flush()
-        assert pq.read_table(tmp_path / "history").column("step").to_pylist() == [1] * 10 + [2] * 10
-    finally:
-        writer.close()
-    assert "could not read shipped per-sample values" in caplog.text
