@@ -2,9 +2,9 @@
 
 Every tensor-to-host call (``.item()``, ``.cpu()``, ``.tolist()`` …) whose caller is
 OnTheFly's own code on the training thread is counted during the steps between two flushes of
-a native run. The history writer's thread reads the values that were copied to the host
-(``.numpy()`` of a host tensor), at moments that depend on the machine's speed: those calls
-never make the training loop wait, so they are not counted.
+a native run. A shipment's values are read (``.numpy()`` of a host tensor) only once their
+copy to the host is complete, so those calls never make the training loop wait; the window
+lies between two shipments.
 """
 
 from __future__ import annotations
