@@ -48,11 +48,7 @@ class HistoryWriter:
         >>> pq.read_table(tmp_path / "history").num_rows  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        folder: Path,
-        rows_per_part: int = 1 << 18,
-    ) -> None:
+    def __init__(self, folder: Path, rows_per_part: int = 1 << 18) -> None:
         self.folder = folder
         self._rows_per_part = rows_per_part
         self._part: list[Chunk] = []  # the part being gathered, on the caller's thread

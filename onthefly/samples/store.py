@@ -198,7 +198,8 @@ def _known(ids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]
         return ids, values
     if unknown.all():
         return None
-    return ids[~unknown], values[~unknown]
+    known = ~unknown
+    return ids[known], values[known]
 
 
 @dataclass
