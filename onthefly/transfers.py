@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -132,6 +132,17 @@ class Batches(Generic[RowT, TransferT]):
                 now = time.perf_counter()
             if now - self._last_start >= self._every_s:
                 self._start(now)
+        if self._in_flight:
+            self._deliver(wait=False)
+
+    def add_all(self, rows: Sequence[RowT]) -> None:
+        """Record several rows at once, in order; a transfer starts once ``every_steps`` rows
+        (or ``every_s`` seconds) are waiting, so a long run of rows ships in one."""
+        pending = self._rows
+        pending.extend(rows)
+        now = time.perf_counter()
+        if len(pending) >= self._every_steps or now - self._last_start >= self._every_s:
+            self._start(now)
         if self._in_flight:
             self._deliver(wait=False)
 

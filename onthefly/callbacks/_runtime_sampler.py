@@ -25,15 +25,18 @@ log = logging.getLogger(__name__)
 
 
 class StepClock:
-    """Step and data-wait timing from stamps the training thread takes at each batch.
+    """Step and data-wait timing from stamps taken at each training batch.
 
     Data wait is the time between the end of one batch and the start of the next (the
-    loader fetching); step time runs from a batch's start to its end. Fields are plain
-    numbers that the sampler thread reads without locks (each read is atomic).
+    loader fetching); step time runs from a batch's start to its end. The training thread
+    writes the fields (the :class:`~onthefly.callbacks._recorder.Recorder` stamps them
+    inline: a method call per stamp would cost more than the stamp); the sampler thread
+    reads them without locks (each read is atomic).
 
     Attributes:
-        batch_start: the ``perf_counter`` stamp of the latest training batch's start, if any
-            (other parts read it at every step: an attribute, not a property).
+        batch_start: the ``perf_counter`` stamp of the latest training batch's start, if any.
+        last_end: the stamp of the latest batch's end (``None``: the time until the next
+            batch is no data wait: a pause, an evaluation, a test came in between).
     """
 
     def __init__(self) -> None:
@@ -42,32 +45,11 @@ class StepClock:
         self.step_time_total = 0.0
         self.data_wait_total = 0.0
         self.batch_start: float | None = None
-        self._last_end: float | None = None
-
-    def batch_started(self, batch: Any) -> None:
-        """Stamp the start of a training batch."""
-        now = time.perf_counter()
-        if self._last_end is not None:
-            self.data_wait_total += now - self._last_end
-        self.batch_start = now
-        # batch_size()'s first case inlined, a few reads instead of two calls: every step.
-        first = batch[0] if type(batch) in (tuple, list) and batch else None
-        if type(first) is torch.Tensor and first.ndim > 0:
-            self.samples += first.shape[0]
-        else:
-            self.samples += batch_size(batch) or 0
-
-    def batch_ended(self) -> None:
-        """Stamp the end of a training batch."""
-        now = time.perf_counter()
-        if self.batch_start is not None:
-            self.step_time_total += now - self.batch_start
-            self.steps += 1
-        self._last_end = now
+        self.last_end: float | None = None
 
     def forget_gap(self) -> None:
         """Do not count the time until the next batch as data wait (pause, validation, test)."""
-        self._last_end = None
+        self.last_end = None
 
 
 def batch_size(batch: Any) -> int | None:

@@ -105,6 +105,10 @@ class StepBuffer:
         """
         self._batches.add((step, epoch, values), now)
 
+    def add_all(self, rows: Sequence[tuple[int, int, Mapping[str, Value]]]) -> None:
+        """Record several steps at once, in order (as :meth:`add` would one by one)."""
+        self._batches.add_all(rows)
+
     def flush(self) -> None:
         """Ship everything recorded so far and wait for it (pause, epoch end, end of run)."""
         self._batches.flush()

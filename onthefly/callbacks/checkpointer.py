@@ -14,8 +14,8 @@ The ring also takes a snapshot whenever the run pauses or starts a test. With
 ``resume_from`` the run starts where the file left off (see :mod:`onthefly.sessions.resume`),
 and the dashboard shows the file's history before the new steps.
 
-To keep batch positions right, this part must come before :class:`PauseGate` in
-``OnTheFly.parts``: it counts the batch before the gate runs commands at that batch.
+The batches of the epoch trained on so far are counted by the run's
+:class:`~onthefly.callbacks._recorder.Recorder`, before the gate runs commands at a batch.
 
 In a distributed run ``export`` reaches every rank at the same control round: each rank
 sends rank 0 its RNG state, data position and cursor, and rank 0 writes the file (weights,
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch import Callback
 
+from onthefly.callbacks._recorder import Recorder
 from onthefly.callbacks.session import RunSession
 from onthefly.commands.registry import Boundary
 from onthefly.drivers import driver
@@ -44,7 +45,6 @@ from onthefly.errors import SessionFileError
 from onthefly.protocol import CheckpointEntry, CheckpointsReply, ExportReply, LoadReply, Snapshot
 from onthefly.sessions import loaders, payload, resume, rng, training_state
 from onthefly.sessions.archive import SessionArchive
-from onthefly.sessions.data_position import TrackedLoader
 from onthefly.sessions.manifest import Reason
 from onthefly.sessions.ring import CheckpointRing, Entry
 from onthefly.sessions.writer import export_path
@@ -63,19 +63,21 @@ class Checkpointer(Callback):
 
     Args:
         session: the run's shared session (its commands are registered on it).
+        recorder: the run's per-batch recorder (it counts the batches trained on).
         resume_from: a session file to continue from (Lightning; the native trainer takes
             ``fit(resume_from=...)``).
         checkpoints: snapshots kept in the ring (``0``: none, and no snapshot on pause).
         checkpoint_bytes: most disk space the ring may use.
 
     Example:
-        >>> from onthefly.callbacks.session import RunSession
-        >>> checkpointer = Checkpointer(RunSession("demo"))  # usually created by ``OnTheFly``
+        >>> session = RunSession("demo")  # usually created by ``OnTheFly``
+        >>> checkpointer = Checkpointer(session, Recorder(session, StepClock()))
     """
 
     def __init__(
         self,
         session: RunSession,
+        recorder: Recorder,
         resume_from: str | os.PathLike[str] | None = None,
         checkpoints: int = 3,
         checkpoint_bytes: int = 2 << 30,
@@ -83,9 +85,8 @@ class Checkpointer(Callback):
         self.session = session
         self.resume_from = resume_from
         self.ring = CheckpointRing(Path(RING_FOLDER), checkpoints, checkpoint_bytes)
+        self._recorder = recorder
         self._trainer: Any = None
-        self._trained = 0
-        self._counted: list[TrackedLoader] = []  # native: this epoch's, to count fetches
         self._requested: loaders.Requested | None = None
         self._stop_listening: Callable[[], None] | None = None
         self._saved: resume.SavedState | None = None
@@ -131,24 +132,16 @@ class Checkpointer(Callback):
     def on_train_epoch_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         # Lightning may have reloaded the loaders
         loaders.track(trainer, self._requested, self.session.inbox)
-        self._trained = 0
-        self._counted = [] if driver(trainer).fetches_ahead else loaders.tracked(trainer)
-
-    def on_train_batch_start(
-        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
-    ) -> None:
-        self._trained = batch_idx
-
-    def on_train_batch_end(
-        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        self._trained = batch_idx + 1
-        if self._counted:  # fetches up to here need no RNG state (see data_position)
-            loaders.mark_trained(self._counted, self._trained)
+        # Native: the recorder tells these iterators the batches trained, so that fetches up
+        # to there keep no RNG state (see data_position).
+        self._recorder.count_fetches(
+            [] if driver(trainer).fetches_ahead else loaders.tracked(trainer)
+        )
 
     def teardown(self, trainer: TrainerHost, pl_module: Any, stage: str) -> None:
         if stage == "fit":
             self._release(trainer)
+            self._recorder.count_fetches([])
 
     def on_exception(self, trainer: TrainerHost, pl_module: Any, exception: BaseException) -> None:
         self._release(trainer)  # Lightning calls no teardown hook after an exception
@@ -276,7 +269,7 @@ class Checkpointer(Callback):
 
     def _trained_batches(self, trainer: TrainerHost) -> int:
         """Batches of the current epoch trained on so far."""
-        return driver(trainer).trained_batches(self._trained)
+        return driver(trainer).trained_batches(self._recorder.trained)
 
     def _load_history(self, path: Path, workdir: Path) -> None:
         with SessionArchive(path) as archive:

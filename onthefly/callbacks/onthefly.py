@@ -1,10 +1,14 @@
 """OnTheFly: the one callback that makes a run live and steerable.
 
-It bundles the parts (:class:`Checkpointer`, :class:`Telemetry`, :class:`Watchdog`,
-:class:`TestLauncher`, :class:`HealthMonitor`, :class:`HparamEditor`, :class:`ForkSpawner`,
-:class:`PauseGate`) around one shared :class:`RunSession`, opens the session when ``fit`` is
-set up (global rank 0 only) and closes it when ``fit`` ends, fails or is interrupted, so the
-discovery file never outlives the run. Every other Lightning hook goes to the parts, in order.
+It bundles the parts (:class:`Recorder`, :class:`Checkpointer`, :class:`Telemetry`,
+:class:`Watchdog`, :class:`TestLauncher`, :class:`HealthMonitor`, :class:`HparamEditor`,
+:class:`ForkSpawner`, :class:`PauseGate`) around one shared :class:`RunSession`, opens the
+session when ``fit`` is set up (global rank 0 only) and closes it when ``fit`` ends, fails or
+is interrupted, so the discovery file never outlives the run. Every other Lightning hook goes
+to the parts, in order, but for the hooks of a training step: those are the
+:class:`Recorder`'s alone (it runs the other parts' batch hooks when something waits at the
+boundary), and its optional ones are switched on only while needed (see
+:mod:`onthefly.callbacks._recorder`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 
 from lightning.pytorch import Callback
 
+from onthefly.callbacks._recorder import Recorder
+from onthefly.callbacks._runtime_sampler import StepClock
 from onthefly.callbacks.checkpointer import Checkpointer
 from onthefly.callbacks.fork_spawner import ForkSpawner
 from onthefly.callbacks.health_monitor import HealthMonitor
@@ -29,7 +35,7 @@ from onthefly.callbacks.test_launcher import TestLauncher
 from onthefly.callbacks.watchdog import Watchdog
 from onthefly.drivers.base import TrainerHost
 from onthefly.errors import ConfigurationError
-from onthefly.native.hooks import HookTable
+from onthefly.native.hooks import STEP_HOOKS, HookTable, implementations
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +137,14 @@ class OnTheFly(Callback):
         _check_options(project, run_name, port, keep_alive, log_level)
         self.inputs = RunInputs(test_loader=test_loader, datamodule=datamodule, loss_fn=loss_fn)
         self.session = RunSession(project, run_name, port=port, home=home, quiet=quiet)
+        self.hook_revision = 0
+        """Counts the switches of the optional step hooks (the native loop then looks again)."""
+        self.recorder = Recorder(
+            self.session, StepClock(), every_steps=flush_every_steps, every_s=flush_every_s
+        )
         self.telemetry = Telemetry(
             self.session,
+            self.recorder,
             log_level=log_level,
             flush_every_steps=flush_every_steps,
             flush_every_s=flush_every_s,
@@ -145,26 +157,35 @@ class OnTheFly(Callback):
             do_test_after=do_test_after,
         )
         self.sample_tracker = (
-            SampleTracker(self.session, lambda: self.inputs, embedding_fn, describe_sample)
+            SampleTracker(
+                self.session, self.recorder, lambda: self.inputs, embedding_fn, describe_sample
+            )
             if track_samples
             else None
         )
-        self.watchdog = Watchdog(self.session, self.telemetry.clock, stall_seconds)
-        self.health_monitor = HealthMonitor(self.session, clock=self.telemetry.clock)
+        self.watchdog = Watchdog(self.session, self.recorder.clock, stall_seconds)
+        self.health_monitor = HealthMonitor(self.session, self.recorder)
         self.hparam_editor = HparamEditor(self.session)
-        self.pause_gate = PauseGate(self.session, hold_at_end=do_test_after, keep_alive=keep_alive)
-        self.checkpointer = Checkpointer(self.session, resume_from, checkpoints, checkpoint_bytes)
+        # hold_at_end is do_test_after: the gate asks the recorder for every batch's hooks,
+        # the test launcher's at the planned end among them.
+        self.pause_gate = PauseGate(
+            self.session, self.recorder, hold_at_end=do_test_after, keep_alive=keep_alive
+        )
+        self.checkpointer = Checkpointer(
+            self.session, self.recorder, resume_from, checkpoints, checkpoint_bytes
+        )
         self.fork_spawner = ForkSpawner(
             self.session, lambda: self.inputs, self.sample_tracker, self.checkpointer.snapshot
         )
         # Order matters at a batch end: record the step, then test, then pause or hold.
         self.parts = [
-            self.checkpointer,  # first: it counts each batch before any part acts on it
+            self.recorder,  # first: it records each batch before any part acts on it
+            self.checkpointer,
             self.telemetry,
             self.watchdog,
             *([self.sample_tracker] if self.sample_tracker is not None else []),
             self.test_launcher,
-            self.health_monitor,  # before the gate: it must see the batch the gate holds at
+            self.health_monitor,
             self.hparam_editor,
             self.fork_spawner,
             self.pause_gate,
@@ -192,24 +213,38 @@ class OnTheFly(Callback):
 
         The native trainer calls these directly instead of going through this callback
         (several hooks fire per step); ``None`` for the hooks this callback (or a subclass)
-        handles itself.
+        handles itself. A step's hooks are the recorder's, as switched now.
 
         Args:
             hook: a Lightning hook name, e.g. ``"on_train_batch_end"``.
         """
-        if hook in _OWN_HOOKS or getattr(type(self), hook, None) is not getattr(
-            Callback, hook, None
-        ):
+        if hook in _OWN_HOOKS or _overridden(type(self), hook):
             return None
+        if self._recorder is not None and hook in STEP_HOOKS:
+            method = vars(self).get(hook)
+            return [method] if callable(method) else []
         return self._part_hooks.hooks(self.parts, hook)
 
     def _install_hooks(self) -> None:
         # Every other Lightning hook goes to the parts unchanged. Each is set on the instance,
         # resolved once: no part implements it -> None (Lightning skips what is not callable,
         # profiler and all); one part -> that part's method itself; several -> one loop.
+        recorder = self._recorder = next((p for p in self.parts if isinstance(p, Recorder)), None)
+        if recorder is not None:
+            others = [part for part in self.parts if part is not recorder]
+            for boundary, name in (
+                (recorder.boundary_start, "on_train_batch_start"),
+                (recorder.boundary_end, "on_train_batch_end"),
+            ):
+                boundary[:] = [hook for part in others for hook in implementations(part, name)]
+            recorder.connect(self._set_step_hook)
         for hook in _FORWARDED:
-            if getattr(type(self), hook) is not getattr(Callback, hook):
+            if _overridden(type(self), hook):
                 continue  # a subclass's own hook
+            if recorder is not None and hook in STEP_HOOKS:
+                # The recorder's: its batch hooks always, the optional ones while switched on.
+                setattr(self, hook, _recorded(recorder).get(hook))
+                continue
             methods = self._part_hooks.hooks(self.parts, hook)
             if not methods:
                 if hook in _CALLED_UNCHECKED:
@@ -220,6 +255,14 @@ class OnTheFly(Callback):
                 setattr(self, hook, methods[0])
             else:
                 setattr(self, hook, _fan_out(tuple(methods)))
+        self.hook_revision += 1
+
+    def _set_step_hook(self, hook: str, method: Callable[..., Any] | None) -> None:
+        """Switch one of the recorder's optional step hooks on (``method``) or off."""
+        if _overridden(type(self), hook) or vars(self).get(hook) is method:
+            return
+        setattr(self, hook, method)
+        self.hook_revision += 1
 
     def _forward(
         self, hook: str, trainer: TrainerHost, pl_module: Any, *args: Any, **kwargs: Any
@@ -287,6 +330,19 @@ def _rebuilt(cls: type[OnTheFly], arguments: dict[str, Any], inputs: RunInputs) 
     callback = cls(**arguments)
     callback.inputs = inputs
     return callback
+
+
+def _overridden(cls: type, hook: str) -> bool:
+    """Whether a subclass of OnTheFly implements ``hook`` itself."""
+    return getattr(cls, hook, None) is not getattr(Callback, hook, None)
+
+
+def _recorded(recorder: Recorder) -> dict[str, Callable[..., Any]]:
+    """The step hooks the recorder always takes."""
+    return {
+        "on_train_batch_start": recorder.on_train_batch_start,
+        "on_train_batch_end": recorder.on_train_batch_end,
+    }
 
 
 def _fan_out(methods: tuple[Callable[..., Any], ...]) -> Callable[..., None]:

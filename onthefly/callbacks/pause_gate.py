@@ -20,6 +20,11 @@ control rounds of :class:`~onthefly.distributed.control.RankSync` (every few bat
 same on every rank): rank 0 decides (run, hold, stop) and every rank follows, so all ranks
 pause, resume and stop at the same step; :meth:`PauseGate.decision` and
 :meth:`PauseGate.apply` are its two halves.
+
+The gate's batch hooks are called by the run's
+:class:`~onthefly.callbacks._recorder.Recorder` only when something waits at the boundary
+(a command, a paused run) or the gate asks for every batch (:attr:`Recorder.attend`: a
+distributed run's rounds, a hold at the planned end, an extension waiting for it).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from lightning.pytorch import Callback
 
 from onthefly.callbacks import limits
+from onthefly.callbacks._recorder import Recorder
 from onthefly.callbacks.session import RunSession
 from onthefly.commands.registry import Boundary
 from onthefly.distributed.control import HOLD, HOLD_END, RUN, STOP
@@ -53,19 +59,25 @@ class PauseGate(Callback):
 
     Args:
         session: the run's shared session (commands are registered on it).
+        recorder: the run's per-batch recorder (it calls the gate's batch hooks).
         hold_at_end: hold, paused, when the stop condition is reached (``do_test_after``).
         keep_alive: whether to hold; ``None`` decides from ``ONTHEFLY_KEEP_ALIVE`` (``0`` or
             ``1``), else holds when a client is connected or stdin is a terminal.
 
     Example:
-        >>> from onthefly.callbacks.session import RunSession
-        >>> gate = PauseGate(RunSession("demo"))  # usually created by ``OnTheFly``
+        >>> session = RunSession("demo")  # usually created by ``OnTheFly``
+        >>> gate = PauseGate(session, Recorder(session, StepClock()))
     """
 
     def __init__(
-        self, session: RunSession, hold_at_end: bool = False, keep_alive: bool | None = None
+        self,
+        session: RunSession,
+        recorder: Recorder,
+        hold_at_end: bool = False,
+        keep_alive: bool | None = None,
     ) -> None:
         self.session = session
+        self._recorder = recorder
         self.hold_at_end = hold_at_end
         self.keep_alive = keep_alive
         self._at_end = False
@@ -73,6 +85,20 @@ class PauseGate(Callback):
         session.commands.register("pause", self._pause)
         session.commands.register("resume", self._resume)
         session.commands.register("stop", self._stop)
+
+    def _set_deferred(self, waiting: bool) -> None:
+        self._deferred = waiting
+        self._ask_every_batch()
+
+    def _ask_every_batch(self) -> None:
+        # The batch hooks run at every batch for a distributed run's rounds, a hold or test
+        # at the planned end (``hold_at_end`` is ``do_test_after``), a waiting extension.
+        self._recorder.attend = bool(
+            self.session.ranks.active or self.hold_at_end or self._deferred
+        )
+
+    def on_fit_start(self, trainer: TrainerHost, pl_module: Any) -> None:
+        self._ask_every_batch()
 
     def on_train_batch_start(
         self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
@@ -119,16 +145,16 @@ class PauseGate(Callback):
     def on_train_epoch_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         # An epoch limit is reached here when the loader's length did not tell at its last batch.
         if limits.apply_deferred(driver(trainer), at_epoch_end=True):
-            self._deferred = False
+            self._set_deferred(False)
 
     def on_fit_end(self, trainer: TrainerHost, pl_module: Any) -> None:
         limits.forget_deferred(driver(trainer))
-        self._deferred = False
+        self._set_deferred(False)
 
     def _at_planned_end(self, trainer: TrainerHost, pl_module: Any, batch_idx: int) -> None:
         run = driver(trainer)
         if self._deferred and limits.apply_deferred(run, batch_idx=batch_idx):
-            self._deferred = False
+            self._set_deferred(False)
         if self.hold_at_end and not trainer.should_stop and limits.is_final_step(run, batch_idx):
             self._enter_hold(Boundary(trainer, pl_module))
 
@@ -225,7 +251,7 @@ class PauseGate(Callback):
             )
             if new is None:  # placed at the planned end, once the run gets there
                 limits.defer(run, epochs, steps)
-                self._deferred = True
+                self._set_deferred(True)
             else:
                 run.set_limits(new)
         if self.session.state == "paused":

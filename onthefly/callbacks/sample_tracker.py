@@ -10,8 +10,12 @@ Parquet history: the values travel to the host in batches, never with a host syn
 It also answers the per-sample commands (``scan``, ``histogram``, ``select``, …; see
 ``docs/per-sample.md``).
 
-Per training batch it costs a few microseconds of bookkeeping plus one evaluation of the
-loss function alone with ``reduction="none"``; it never runs the model.
+It has no hook at a training step: the run's
+:class:`~onthefly.callbacks._recorder.Recorder` takes each batch's ids from the sampler's
+recording, opens the slot the loss call reports to, and hands the batches over in
+segments. Per training batch that is a few attribute writes and, where the loss is not
+left to the copy to the host, one evaluation of the loss function alone with
+``reduction="none"``; it never runs the model.
 
 In a distributed run every rank records its own samples; the other ranks send theirs to
 rank 0 at the data exchanges of :class:`~onthefly.distributed.control.RankSync` (about every
@@ -28,6 +32,7 @@ import torch
 from lightning.pytorch import Callback
 
 from onthefly.batches import batch_size
+from onthefly.callbacks._recorder import Recorder, Segment
 from onthefly.callbacks.session import RunSession
 from onthefly.drivers import driver
 from onthefly.drivers.base import TrainerHost
@@ -58,25 +63,28 @@ PER_SAMPLE_KEY = "per_sample_loss"
 class SampleTracker(Callback):
     """Records per-sample training losses and answers the per-sample commands.
 
-    Args:
-        session: the run's shared session.
-        inputs: returns what the user gave besides the trainer (loss function, loaders).
-        embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding used by
-            scans for clustering and the data explorer; ``None`` uses small model outputs.
-        describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
-            dashboard shows of a sample (``sample_preview``); ``None`` shows the dataset's
-            item itself (see :mod:`onthefly.samples.preview`).
-        flush_every_steps: copy buffered values to the host every this many batches …
-        flush_every_s: … or this many seconds, whichever comes first.
+        Args:
+            session: the run's shared session.
+            recorder: the run's per-batch recorder (it hands over the training batches).
+            inputs: returns what the user gave besides the trainer (loss function, loaders).
+            embedding_fn: ``fn(model, batch) -> Tensor[B, D]``, a per-sample embedding used by
+                scans for clustering and the data explorer; ``None`` uses small model outputs.
+            describe_sample: ``fn(index) -> str | image`` (or ``fn(index, split)``): what the
+                dashboard shows of a sample (``sample_preview``); ``None`` shows the dataset's
+                item itself (see :mod:`onthefly.samples.preview`).
+            flush_every_steps: copy buffered values to the host every this many batches …
+            flush_every_s: … or this many seconds, whichever comes first.
 
-    Example:
-        >>> from onthefly.callbacks.session import RunSession
-        >>> tracker = SampleTracker(RunSession("demo"))  # usually created by ``OnTheFly``
+        Example:
+            >>> from onthefly.callbacks._recorder import Recorder, Segment
+    from onthefly.callbacks.session import RunSession
+            >>> tracker = SampleTracker(RunSession("demo"))  # usually created by ``OnTheFly``
     """
 
     def __init__(
         self,
         session: RunSession,
+        recorder: Recorder,
         inputs: Callable[[], Any] = lambda: None,
         embedding_fn: EmbeddingFn | None = None,
         describe_sample: Describe | None = None,
@@ -84,6 +92,7 @@ class SampleTracker(Callback):
         flush_every_s: float = 0.5,
     ) -> None:
         self.session = session
+        self._recorder = recorder
         self.inputs = inputs
         self.embedding_fn = embedding_fn
         self.describe = describe_sample
@@ -97,11 +106,11 @@ class SampleTracker(Callback):
         self._mode = LossMode()
         self._watch = False  # enter the mode for the next training batch
         self._misses = 0  # batches in a row without per-sample values
-        self._step_before = 0  # global_step when the batch started
+        self.attentive = False
+        """Whether a batch's end settles its values even when the slot has some (functional
+        losses are watched, or recent batches gave none): the recorder reads it per batch."""
         self._history: HistoryWriter | None = None
         self._unwrap_source: Callable[[], None] | None = None
-        self._slot: Slot | None = None  # armed for the batch in progress
-        self._ids: Ids | None = None
         self._specs: dict[int, LossSpec | None] = {}  # loss descriptions, made once
         # One slot, armed for the whole run and opened at each batch's start (values None),
         # closed at its end: a new object and two thread-local writes per step cost more.
@@ -109,6 +118,7 @@ class SampleTracker(Callback):
         self._trainer: Any = None
         self._warned = False
         self._outbox: list[Chunk] | None = None  # another rank's values, until sent to rank 0
+        recorder.readers.append(self._receive_segment)
         session.on_quiet(self.flush)
         session.ranks.exchange.provide("samples", self._send)
         session.ranks.exchange.consume("samples", self._receive_sent)
@@ -136,70 +146,62 @@ class SampleTracker(Callback):
     def on_train_epoch_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         self._counter = Counter()
 
-    def on_train_batch_start(
-        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
-    ) -> None:
-        # This and the batch's end run at every step: each Python call costs microseconds
-        # there, so the usual path makes as few as it can.
-        if self._history is None and self._outbox is None:  # not tracking (the session is off)
-            return
-        if self._indexed:  # the index list the sampler yielded for this batch
-            item = self._taps.recorder.pop()
-            ids = item if type(item) is list or not isinstance(item, int) else [item]
-        else:
-            ids = self._unindexed_ids(batch)
-        self._ids = ids
-        self._step_before = trainer.global_step
-        if ids is None:
-            self._slot = None
-            return
-        slot = self._slot = self._batch_slot
-        slot.n, slot.values = len(ids), None
-        if self._watch:
-            self._mode.enter()
+    # ------------------------------------------------------------------ the recorder's
 
-    def on_before_zero_grad(self, trainer: TrainerHost, pl_module: Any, optimizer: Any) -> None:
-        # The step's loss is computed: the rest of the step is not watched.
+    def ids_of(self, batch: Any, item: Any) -> Ids | None:
+        """The ids of ``batch``: ``item`` is what the sampler's recording gave for it (a
+        single index, or a sequence other than a list), or ``None`` when it has none."""
+        if item is None:
+            return self._unindexed_ids(batch)
+        return [item] if isinstance(item, int) else item
+
+    def settle(self, outputs: Any, values: SampleValues | None) -> SampleValues | None:
+        """The batch's values at its end: those the step returned (``per_sample_loss``) win
+        over the slot's; without any, functional loss calls are watched from the next batch."""
         if self._mode.active:
             self._mode.leave()
-
-    def on_before_backward(self, trainer: TrainerHost, pl_module: Any, loss: Any) -> None:
-        if self._mode.active:
-            self._mode.leave()
-
-    def on_train_batch_end(
-        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        if self._mode.active:
-            self._mode.leave()
-        slot, ids = self._slot, self._ids
-        if slot is None or ids is None:
-            return
-        self._slot = self._ids = None
-        values, slot.values = slot.values, CLOSED
         returned = None
         if type(outputs) is not dict or PER_SAMPLE_KEY in outputs:  # the usual step: neither
-            returned = _returned_values(outputs, slot.n)
+            returned = _returned_values(outputs, self._batch_slot.n)
         values = returned or values
         if values is None or returned is not None or self._misses:
             self._adapt(returned is not None, values is not None)  # else nothing would change
-        if values is None:
+        return values
+
+    def enter_watch(self) -> None:
+        """Watch the functional loss calls of the batch that starts (if they are watched)."""
+        if self._watch:
+            self._mode.enter()
+
+    def leave_watch(self) -> None:
+        """The batch's loss is computed (or it ended): stop watching."""
+        if self._mode.active:
+            self._mode.leave()
+
+    def _receive_segment(self, segment: Segment) -> None:
+        if self._history is None and self._outbox is None:  # not tracking
             return
-        # The optimizer step the batch counts to, as telemetry numbers it: global_step after
-        # it, also for the micro-batches of an accumulation window that have not stepped yet.
-        step, before = trainer.global_step, self._step_before
-        self._buffer.add(step if step > before else before + 1, trainer.current_epoch, ids, values)
+        before, epoch, batches = segment.before, segment.epoch, []
+        for step, _, ids, values, _ in segment.rows:
+            if ids is not None and values is not None:
+                # The optimizer step the batch counts to, as telemetry numbers it: the step
+                # after it, also for the micro-batches of a window that has not stepped yet.
+                batches.append((step if step > before else before + 1, epoch, ids, values))
+            before = step
+        if batches:
+            self._buffer.add_all(batches)
 
     # ------------------------------------------------------------------ public
 
     def flush(self) -> None:
         """Bring every recorded value into the store and the history files now."""
-        self._buffer.flush()
+        self.sync()
         if self._history is not None:
             self._history.flush()
 
     def sync(self) -> None:
         """Bring every recorded value into the store now (queries read it right after)."""
+        self._recorder.flush()
         self._buffer.flush()
 
     def indices(self, name: str) -> list[int]:
@@ -211,6 +213,7 @@ class SampleTracker(Callback):
         return self.selections.indices(name)
 
     def state_dict(self) -> dict[str, Any]:
+        self._recorder.flush()  # the batches recorded before the open one come first
         self._settle()
         self.sync()
         return {"store": self.store.state_dict(), "selections": self.selections.state_dict()}
@@ -236,7 +239,7 @@ class SampleTracker(Callback):
         modules = sources.loss_modules(trainer, inputs, given=not reported)
         self._loss_taps = [LossTap(m) for m in modules if describe_loss(m) is not None]
         # Without a loss module to hook, watch the step's functional calls from the start.
-        self._watch, self._misses = not (self._loss_taps or reported), 0
+        self._set_watch(not (self._loss_taps or reported), 0)
         self.store.unrecorded = None
         # Lightning creates the training iterator (and prefetches) before any callback hook
         # sees the loader, so the sampler is instrumented as the trainer requests it.
@@ -245,14 +248,24 @@ class SampleTracker(Callback):
             log.warning("OnTheFly cannot reach Lightning's training loader; no attribution")
         self._batch_slot.values = CLOSED
         arm(self._batch_slot)  # on the training thread, where setup runs
+        self._track()
 
     def _on_loaders(self, requested: Any) -> None:
         self._indexed = self._taps.install(sources.first_loader(requested))
+        self._track()
+
+    def _track(self) -> None:
+        """Tell the recorder where each batch's ids and values come from."""
+        if self._history is None and self._outbox is None:
+            return
+        pending = self._taps.recorder.pending if self._indexed else None
+        self._recorder.track_samples(self, self._batch_slot, pending)
 
     def _stop(self) -> None:
         self._mode.leave()
         arm(None)
-        self._slot = self._ids = None
+        self._recorder.track_samples(None, None, None)
+        self._set_watch(False, 0)
         self._buffer.flush()
         self._taps.remove()
         self._indexed = False
@@ -269,14 +282,14 @@ class SampleTracker(Callback):
         self._trainer = None
 
     def _settle(self) -> None:
-        """Record a batch that was trained on but whose end hook has not reached this part
-        yet (a Lightning callback placed before OnTheFly exports from its own batch end), so
-        that a saved state holds every batch the data position counts as trained."""
-        slot, ids, trainer = self._slot, self._ids, self._trainer
-        if slot is None or ids is None or slot.values is None or trainer is None:
+        """Record a batch that was trained on but whose end hook has not reached OnTheFly
+        yet (a Lightning callback placed before it exports from its own batch end), so that
+        a saved state holds every batch the data position counts as trained."""
+        trainer = self._trainer
+        open_batch = self._recorder.take_open_samples() if trainer is not None else None
+        if open_batch is None:
             return
-        values, slot.values = slot.values, CLOSED
-        self._slot = self._ids = None
+        ids, values = open_batch
         self._buffer.add(int(trainer.global_step), int(trainer.current_epoch), ids, values)
 
     def _unindexed_ids(self, batch: Any) -> Ids:
@@ -323,17 +336,26 @@ class SampleTracker(Callback):
     def _adapt(self, returned: bool, recorded: bool) -> None:
         """Watch the functional calls only while they are the way to per-sample values."""
         if returned:  # the step gives its own values: nothing to watch
-            self._watch, self._misses = False, 0
+            self._set_watch(False, 0)
             return
         if recorded:
-            self._misses = 0
+            self._set_watch(self._watch, 0)
             return
-        self._misses += 1
-        if not self._watch and self._misses == 1:
-            self._watch = True  # the hooked loss modules were not called: try the functions
-        elif self._misses == GIVE_UP_AFTER:
-            self._watch = False  # it costs a little per torch call: stop looking
+        misses = self._misses + 1
+        if not self._watch and misses == 1:
+            # The hooked loss modules were not called: try the functions.
+            self._set_watch(True, misses)
+        elif misses == GIVE_UP_AFTER:
+            self._set_watch(False, misses)  # it costs a little per torch call: stop looking
             self._explain(self._mode.seen)
+        else:
+            self._set_watch(self._watch, misses)
+
+    def _set_watch(self, watch: bool, misses: int) -> None:
+        if watch != self._watch:
+            self._recorder.watch_hooks(watch)
+        self._watch, self._misses = watch, misses
+        self.attentive = watch or misses > 0
 
     def _explain(self, seen: bool) -> None:
         why = (

@@ -7,21 +7,24 @@ optimizer), the gradient norm (``grad_norm``) and every value the user logs. Per
 the validation and test results. Plus epoch boundaries, runtime stats (a background thread,
 about once a second) and the run's log records and warnings.
 
-No host sync is added per step: step values stay device tensors in a
-:class:`~onthefly.callbacks._step_buffer.StepBuffer` that ships them in batches, and the
-gradient norm is one fused ``_foreach_norm`` on the device (the buffer reduces the
-per-parameter norms of many steps at once when it ships them). That norm is taken at every
-optimizer step that starts at least ``grad_norm_every_s`` (10 ms) of training after the last
-one taken: on real models every step, on a model whose steps take a millisecond about one in
-ten, since a norm costs tens of microseconds there (its kernels' code no longer cached in a
-step). A trainer that clips hands over the norm it computed anyway, at every step.
+Telemetry has no hook at a training step: the run's
+:class:`~onthefly.callbacks._recorder.Recorder` keeps references to each batch's outputs and
+hands them over in segments, from which Telemetry makes the steps' rows (a window of
+accumulated micro-batches is one step, its loss their mean). No host sync is added: the
+values stay device tensors in a :class:`~onthefly.callbacks._step_buffer.StepBuffer` that
+ships them in batches, and the gradient norm is one fused ``_foreach_norm`` on the device
+(the buffer reduces the per-parameter norms of many steps at once when it ships them). That
+norm is taken at every optimizer step that starts at least ``grad_norm_every_s`` (10 ms) of
+training after the last one taken: on real models every step, on a model whose steps take
+a millisecond about one in ten, since a norm costs tens of microseconds there (its kernels'
+code no longer cached in a step). A trainer that clips hands over the norm it computed
+anyway, at every step.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +32,7 @@ import torch
 from lightning.pytorch import Callback
 
 from onthefly.callbacks._log_forwarder import LogForwarder
+from onthefly.callbacks._recorder import Recorder, Segment
 from onthefly.callbacks._run_config import describe_run
 from onthefly.callbacks._runtime_sampler import RuntimeSampler, StepClock
 from onthefly.callbacks._step_buffer import Norms, Row, StepBuffer, Value
@@ -51,6 +55,7 @@ class Telemetry(Callback):
 
     Args:
         session: the run's shared session.
+        recorder: the run's per-batch recorder (it hands over the training steps).
         log_level: the lowest level of log records forwarded (records must also pass the
             level of the logger that emits them).
         flush_every_steps: ship buffered step values after this many steps …
@@ -60,12 +65,14 @@ class Telemetry(Callback):
             taken (see the module docstring); ``0`` takes it at every step.
 
     Example:
-        >>> telemetry = Telemetry(RunSession("demo"))  # usually created by ``OnTheFly``
+        >>> session = RunSession("demo")  # usually created by ``OnTheFly``
+        >>> telemetry = Telemetry(session, Recorder(session, StepClock()))
     """
 
     def __init__(
         self,
         session: RunSession,
+        recorder: Recorder,
         log_level: int | str = "INFO",
         flush_every_steps: int = 32,
         flush_every_s: float = 0.1,
@@ -78,19 +85,19 @@ class Telemetry(Callback):
                 f"grad_norm_every_s={every!r}; expected a number of seconds >= 0 (0: every step)"
             )
         self.session = session
-        self._norm_every_s = float(every)
+        self._recorder = recorder
+        recorder.norm_every_s = float(every)
+        recorder.readers.append(self._receive)
         self._buffer = StepBuffer(self._ship, flush_every_steps, flush_every_s)
-        self._clock = StepClock()
+        self._clock = recorder.clock
         self._runtime_interval_s = runtime_interval_s
         self._sampler: RuntimeSampler | None = None
         self._logs = LogForwarder(session.publish, log_level)
-        self._optimizer_values: dict[str, Value] = {}
-        self._readers: dict[int, _OptimizerReader] = {}
-        self._reader: _OptimizerReader | None = None  # the last one read (usually the only one)
-        self._trainer_norm = False  # the native trainer clips, so it computes the norm itself
-        self._norm_taken = False  # this step's own norm was due (see _record_step)
-        self._losses: list[torch.Tensor] = []
+        self._norms = GradNorms()
+        self._losses: list[torch.Tensor] = []  # a window's micro-batch losses so far
         self._last_step: int | None = None
+        self._divided = 1
+        self._outputs_values = False
         self._eval_before: dict[str, int] = {}
         self._epoch_before: dict[str, int] = {}
         self._step_names: set[str] = {"loss"}
@@ -107,11 +114,15 @@ class Telemetry(Callback):
 
     def on_fit_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         if not self.session.active:
+            self._recorder.norm_of = None
             return
         self._last_step = trainer.global_step
-        self._driver = driver(trainer)  # asked at every step: once per fit is enough
-        self._readers, self._reader = {}, None
-        self._trainer_norm = False
+        self._losses = []
+        run = self._driver = driver(trainer)
+        self._divided = run.accumulation()
+        self._outputs_values = run.values_in_outputs
+        self._norms = GradNorms()
+        self._recorder.norm_of = self._norms.of
         self._logs.install()
         self._sampler = RuntimeSampler(
             self._clock,
@@ -146,50 +157,8 @@ class Telemetry(Callback):
             EpochBody(epoch=int(trainer.current_epoch), step=int(trainer.global_step) + 1)
         )
 
-    def on_train_batch_start(
-        self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
-    ) -> None:
-        self._clock.batch_started(batch)
-
-    def on_before_optimizer_step(
-        self, trainer: TrainerHost, pl_module: Any, optimizer: Any
-    ) -> None:
-        if not self.session.active:
-            return
-        # try/except rather than _guarded: this runs at every step (no generator to create).
-        try:
-            # The last reader, if still current (_OptimizerReader.current, inlined).
-            reader, groups = self._reader, optimizer.param_groups
-            if reader is None or reader.groups is not groups or reader.size != len(groups):
-                reader = self._reader = self._reader_of(trainer, optimizer)
-            # A native trainer that clips computes the norm anyway: reuse it (_record_step).
-            due = not self._trainer_norm and reader.norm_due(
-                self._clock.batch_start, self._norm_every_s
-            )
-            reader.read(self._optimizer_values, with_norm=due)
-            self._norm_taken = due
-        except Exception:
-            self._warn_once("read the optimizer")
-
-    def on_train_batch_end(
-        self, trainer: TrainerHost, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        self._clock.batch_ended()
-        if not self.session.active:
-            return
-        usual = type(outputs) is dict  # first: no call in the usual case
-        loss = outputs.get("loss") if usual or isinstance(outputs, dict) else outputs
-        if isinstance(loss, torch.Tensor) and (loss.ndim == 0 or loss.numel() == 1):
-            # Both trainers hand over a detached loss already: no new tensor for it each step.
-            self._losses.append(loss.detach() if loss.requires_grad else loss)
-        if trainer.global_step != self._last_step:  # an optimizer step happened
-            try:
-                self._record_step(trainer, outputs)
-            except Exception:
-                self._warn_once("record a step")
-
     def on_train_epoch_end(self, trainer: TrainerHost, pl_module: Any) -> None:
-        self.flush()
+        self.flush()  # the recorder handed its rows over first (it is the first part)
         if self.session.active:
             with self._guarded("report epoch values"):
                 values = driver(trainer).epoch_values(self._epoch_before, self._step_names)
@@ -215,6 +184,7 @@ class Telemetry(Callback):
 
     def flush(self) -> None:
         """Ship every buffered step now (pause, test, evaluation, epoch and run end)."""
+        self._recorder.flush()
         with self._guarded("ship step values"):
             self._buffer.flush()
 
@@ -238,38 +208,53 @@ class Telemetry(Callback):
             self._failed.add(action)
             log.warning("OnTheFly could not %s; training goes on", action, exc_info=True)
 
-    def _record_step(self, trainer: TrainerHost, outputs: Any) -> None:
-        values, self._optimizer_values = self._optimizer_values, {}
-        step_driver = self._driver or driver(trainer)
-        logged = step_driver.step_values(outputs)
-        if logged:
-            self._step_names.update(logged)
-            for name, value in logged.items():
-                values.setdefault(name, value)  # the optimizer's own names win
-        # Whether the trainer clips (and so has a norm) is first seen at a step whose own
-        # norm was due, the first one included: other steps need not ask.
-        norm = step_driver.grad_norm() if self._trainer_norm or self._norm_taken else None
-        if norm is not None:  # the same quantity as ours (total norm before clipping)
-            values["grad_norm"] = norm
-            self._trainer_norm = True
-        losses = self._losses
-        if losses:
-            divided = step_driver.accumulation()
-            # The usual step, one loss as it is, without a call to _step_loss.
-            usual = divided == 1 and len(losses) == 1
-            values["loss"] = losses[0] if usual else _step_loss(losses, divided)
-            self._losses = []
-        step = trainer.global_step
-        # The batch's start stamp is recent enough for the buffer's every-0.1-s check.
-        self._buffer.add(int(step), int(trainer.current_epoch), values, self._clock.batch_start)
-        self._last_step = step
+    def _receive(self, segment: Segment) -> None:
+        """The recorder's rows: one buffered row per optimizer step they complete."""
+        if not self.session.active or self._driver is None:
+            return
+        try:
+            steps = self._steps(segment)
+        except Exception:
+            self._warn_once("record a step")
+            return
+        if steps:
+            self._buffer.add_all(steps)
 
-    def _reader_of(self, trainer: TrainerHost, optimizer: Any) -> _OptimizerReader:
-        """The reader of ``optimizer`` (a new one when its param groups changed)."""
-        reader = self._readers.get(id(optimizer))
-        if reader is None or not reader.current(optimizer):
-            reader = self._readers[id(optimizer)] = _OptimizerReader(trainer, optimizer)
-        return reader
+    def _steps(self, segment: Segment) -> list[tuple[int, int, dict[str, Value]]]:
+        run = self._driver
+        assert run is not None
+        out: list[tuple[int, int, dict[str, Value]]] = []
+        last, losses, epoch = self._last_step, self._losses, segment.epoch
+        for (step, outputs, _, _, extra), lrs in zip(
+            segment.rows, segment.lrs_by_row(), strict=True
+        ):
+            loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+            if isinstance(loss, torch.Tensor) and (loss.ndim == 0 or loss.numel() == 1):
+                losses.append(loss.detach() if loss.requires_grad else loss)
+            if step == last:
+                continue  # a micro-batch of a window whose optimizer step is still to come
+            values: dict[str, Value] = {}
+            for name, lr in lrs.items():
+                value = lr if type(lr) is float else scalar_or_none(lr)
+                if value is not None:
+                    values[name] = value
+            if extra:
+                values.update(extra)
+            if self._outputs_values and isinstance(outputs, dict) and len(outputs) > 1:
+                logged = run.step_values(outputs)
+                self._step_names.update(logged)
+                for name, value in logged.items():
+                    values.setdefault(name, value)  # the optimizer's own names win
+            elif extra:
+                self._step_names.update(n for n in extra if not n.startswith("grad_norm"))
+            if losses:
+                usual = self._divided == 1 and len(losses) == 1
+                values["loss"] = losses[0] if usual else _step_loss(losses, self._divided)
+                losses = []
+            out.append((int(step), epoch, values))
+            last = step
+        self._last_step, self._losses = last, losses
+        return out
 
     def _ship(self, rows: list[Row]) -> None:
         # One validation and one publication for the batch: this runs on the training thread.
@@ -305,56 +290,28 @@ class Telemetry(Callback):
         )
 
     def _stop(self) -> None:
+        self._recorder.norm_of = None
         if self._sampler is not None:
             self._sampler.stop()
             self._sampler = None
         self._logs.uninstall()
 
 
-class _OptimizerReader:
-    """Reads one optimizer's learning rates and gradient norm at every step; the names and
-    the flat parameter list are worked out once (again when param groups are added).
+class GradNorms:
+    """The gradient norms of an optimizer's parameters; its flat parameter list is worked
+    out once (again when param groups are added)."""
 
-    Args:
-        trainer: the trainer (its ``optimizers`` tell which optimizer this is).
-        optimizer: a ``torch.optim.Optimizer`` (or anything with ``param_groups``).
-    """
+    def __init__(self) -> None:
+        self._params: dict[int, tuple[Any, int, list[Any]]] = {}
 
-    def __init__(self, trainer: TrainerHost, optimizer: Any) -> None:
-        optimizers = trainer.optimizers
-        index = next((i for i, o in enumerate(optimizers) if o is optimizer), 0)
-        prefix = "" if index == 0 else f"/opt{index}"
-        self.groups = optimizer.param_groups
-        self.size = len(self.groups)
-        self.lr_names = [f"lr{prefix}/group{j}" if j else f"lr{prefix}" for j in range(self.size)]
-        self.norm_name = f"grad_norm{prefix}"
-        self.params = [p for group in self.groups for p in group["params"]]
-        self._norm_at = -math.inf
-
-    def norm_due(self, started: float | None, every_s: float) -> bool:
-        """Whether the step whose batch started at ``started`` takes the gradient norm (then
-        the next one is due ``every_s`` later)."""
-        if started is not None and started - self._norm_at < every_s:
-            return False
-        self._norm_at = -math.inf if started is None else started
-        return True
-
-    def current(self, optimizer: Any) -> bool:
-        """Whether ``optimizer``'s param groups are still the ones read at creation."""
+    def of(self, optimizer: Any) -> Norms | None:
+        """Each parameter's gradient norm, as device tensors (see :func:`grad_norms`)."""
         groups = optimizer.param_groups
-        return groups is self.groups and len(groups) == self.size
-
-    def read(self, values: dict[str, Value], with_norm: bool) -> None:
-        """Put the learning rates (and the gradient norm's parts) into ``values``."""
-        for name, group in zip(self.lr_names, self.groups, strict=True):
-            lr = group.get("lr")
-            lr = lr if type(lr) is float else scalar_or_none(lr)
-            if lr is not None:
-                values[name] = lr
-        if with_norm:
-            norms = grad_norms(self.params)
-            if norms is not None:
-                values[self.norm_name] = norms
+        known = self._params.get(id(optimizer))
+        if known is None or known[0] is not groups or known[1] != len(groups):
+            params = [p for group in groups for p in group["params"]]
+            known = self._params[id(optimizer)] = (groups, len(groups), params)
+        return grad_norms(known[2])
 
 
 def without_split_prefix(values: dict[str, Any], split: str) -> dict[str, Any]:

@@ -121,6 +121,7 @@ class Driver(ABC):
         name: ``"lightning"`` or ``"native"`` (written into session files).
         fetches_ahead: the trainer fetches the next batch before the current one is trained
             on, so its iterators must keep every fetch's random state.
+        values_in_outputs: see below.
         distributed_copies: a copy of the model (a fork) may be trained on rank 0 alone
             while the other ranks of a distributed run hold.
 
@@ -133,6 +134,9 @@ class Driver(ABC):
     name: ClassVar[Literal["lightning", "native"]]
     fetches_ahead: ClassVar[bool]
     distributed_copies: ClassVar[bool]
+    values_in_outputs: ClassVar[bool]
+    """The values a step logs are in its outputs (read whenever the step is shipped), rather
+    than kept by the trainer until the next step (read at once: :meth:`step_log`)."""
 
     def __init__(self, trainer: Any) -> None:
         self.trainer = trainer
@@ -154,6 +158,16 @@ class Driver(ABC):
     @abstractmethod
     def trained_batches(self, counted: int) -> int:
         """Batches of the current epoch trained on; ``counted``: as a callback counted them."""
+
+    @abstractmethod
+    def step_counter(self) -> tuple[Any, str]:
+        """``(holder, attribute)``: ``getattr(holder, attribute)`` is ``global_step`` for the
+        rest of the fit, read without a call into the trainer (at every step)."""
+
+    @abstractmethod
+    def epoch_counter(self) -> tuple[Any, str]:
+        """``(holder, attribute)``: ``getattr(holder, attribute)`` is ``current_epoch`` for the
+        rest of the fit (as :meth:`step_counter`)."""
 
     @abstractmethod
     def terminating(self) -> bool:
@@ -178,6 +192,12 @@ class Driver(ABC):
         """
 
     @abstractmethod
+    def step_log(self) -> Any:
+        """What is truthy right after a step that logged values which the trainer keeps only
+        until the next step (then read :meth:`step_values` at once); ``None`` when the
+        values are in the step's outputs (:attr:`values_in_outputs`)."""
+
+    @abstractmethod
     def epoch_values(self, before: dict[str, int], skip: set[str]) -> dict[str, Scalar]:
         """The epoch-level training values (read at the epoch's end; may sync once).
 
@@ -197,6 +217,14 @@ class Driver(ABC):
     @abstractmethod
     def grad_norm(self) -> Scalar | None:
         """The trainer's own total gradient norm (before clipping) of the last step, if any."""
+
+    @abstractmethod
+    def computes_grad_norm(self) -> bool:
+        """Whether :meth:`grad_norm` has the norm of every step (the trainer clips)."""
+
+    @abstractmethod
+    def scales_gradients(self) -> bool:
+        """Whether a grad scaler may skip optimizer steps (mixed precision on CUDA)."""
 
     @abstractmethod
     def accumulation(self) -> int:

@@ -36,6 +36,7 @@ class LightningDriver(Driver):
     name = "lightning"
     fetches_ahead = True  # the fit loop's data fetcher prefetches one batch
     distributed_copies = False  # a nested Trainer would join the run's DDP group
+    values_in_outputs = False  # self.log() values live in the results until the next step
 
     # --- where the run stops --------------------------------------------------------------
 
@@ -55,6 +56,21 @@ class LightningDriver(Driver):
     def trained_batches(self, counted: int) -> int:
         # Lightning counts them itself (processed: the step ran), whichever callback asks.
         return int(self.trainer.fit_loop.epoch_loop.batch_progress.current.processed)
+
+    def step_counter(self) -> tuple[Any, str]:
+        # ``global_step`` is four properties deep (a few microseconds a read); its counter is
+        # a plain attribute of the optimization loop's progress tracker, which lives as long
+        # as the fit loop (private: ``epoch_loop.automatic_optimization.optim_progress`` and
+        # ``epoch_loop.manual_optimization.optim_step_progress``).
+        loop = self.trainer.fit_loop.epoch_loop
+        module = self.trainer.lightning_module
+        if module is None or module.automatic_optimization:
+            return loop.automatic_optimization.optim_progress.optimizer.step.total, "completed"
+        return loop.manual_optimization.optim_step_progress.total, "completed"
+
+    def epoch_counter(self) -> tuple[Any, str]:
+        # What ``current_epoch`` returns (private: ``fit_loop.epoch_progress``).
+        return self.trainer.fit_loop.epoch_progress.current, "completed"
 
     def terminating(self) -> bool:
         # Lightning turns SIGTERM into ``received_sigterm`` and ends the run after the step.
@@ -86,6 +102,11 @@ class LightningDriver(Driver):
             if metric.meta.on_step
         )
 
+    def step_log(self) -> Any:
+        # The training loop's results collection (private: ``fit_loop.epoch_loop._results``),
+        # one object for the whole fit, empty until the module logs.
+        return getattr(self.trainer.fit_loop.epoch_loop, "_results", None)
+
     def epoch_values(self, before: dict[str, int], skip: set[str]) -> dict[str, Scalar]:
         results = self._results()
         if results is None:
@@ -113,6 +134,12 @@ class LightningDriver(Driver):
 
     def grad_norm(self) -> Scalar | None:
         return None  # Lightning logs none of its own
+
+    def computes_grad_norm(self) -> bool:
+        return False  # its clipping keeps no norm: callbacks take theirs before it clips
+
+    def scales_gradients(self) -> bool:
+        return getattr(self.trainer.precision_plugin, "scaler", None) is not None
 
     def accumulation(self) -> int:
         # Lightning divides each micro-batch loss by it (also in a short last window).

@@ -40,6 +40,7 @@ class NativeDriver(Driver):
     name = "native"
     fetches_ahead = False  # the loop fetches a batch right before training on it
     distributed_copies = True  # a nested trainer of one process (Trainer.nested)
+    values_in_outputs = True  # a step's values are the extra keys of the dict it returns
 
     # --- where the run stops --------------------------------------------------------------
 
@@ -58,6 +59,12 @@ class NativeDriver(Driver):
     def trained_batches(self, counted: int) -> int:
         return counted
 
+    def step_counter(self) -> tuple[Any, str]:
+        return self.trainer, "global_step"  # a plain attribute
+
+    def epoch_counter(self) -> tuple[Any, str]:
+        return self.trainer, "current_epoch"
+
     def terminating(self) -> bool:
         return False  # it marks nothing: the session's SIGTERM handler raises instead
 
@@ -71,6 +78,9 @@ class NativeDriver(Driver):
         if not isinstance(outputs, dict) or (len(outputs) == 1 and "loss" in outputs):
             return {}  # the usual native step: nothing logged besides the loss
         return scalars((k, v) for k, v in outputs.items() if k != "loss")
+
+    def step_log(self) -> Any:
+        return None  # the values are in the outputs (values_in_outputs)
 
     def epoch_values(self, before: dict[str, int], skip: set[str]) -> dict[str, Scalar]:
         # What changed during the epoch, minus the step values and evaluation results.
@@ -86,6 +96,15 @@ class NativeDriver(Driver):
     def grad_norm(self) -> Scalar | None:
         # The same quantity as a callback's own (total norm before clipping), when clipping.
         return scalar_or_none(self.trainer.grad_norm)
+
+    def computes_grad_norm(self) -> bool:
+        # The default step clips with clip_grad_norm_, which returns the norm before clipping.
+        trainer = self.trainer
+        return not trainer.custom_training_step and trainer.grad_clip_norm is not None
+
+    def scales_gradients(self) -> bool:
+        state = self.trainer.step_state
+        return state is not None and bool(state.scaler.is_enabled())
 
     def accumulation(self) -> int:
         return 1  # a custom step accumulates by itself; losses are reported as computed

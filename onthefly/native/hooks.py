@@ -160,12 +160,25 @@ class Hooks:
         self.step = StepHooks(trainer, None, [], [], [], [], [], [])
         """The batch in progress's hooks (see :meth:`for_batch`)."""
         self._step_from: list[object] = []
+        self._revisions: list[tuple[Any, int]] = []  # (callback, its hook_revision then)
 
     def for_batch(self) -> StepHooks:
         """:attr:`step`, made anew when the callbacks or the model changed since the last
-        batch (a callback added during a batch takes part from the next one)."""
+        batch (a callback added during a batch takes part from the next one), or when a
+        callback switched its hooks (its ``hook_revision`` changed: a hook that runs only
+        for some steps, switched on or off at the end of the batch before)."""
         step, trainer = self.step, self._trainer
-        if self._step_from != self.callbacks or step.model is not trainer.model:
+        stale = self._step_from != self.callbacks or step.model is not trainer.model
+        for callback, revision in self._revisions:  # plain reads: this runs at every batch
+            if callback.hook_revision != revision:
+                stale = True
+        if stale:
+            self._table = HookTable()
+            self._revisions = [
+                (callback, callback.hook_revision)  # type: ignore[attr-defined]
+                for callback in self.callbacks
+                if isinstance(getattr(callback, "hook_revision", None), int)
+            ]
             methods = {
                 name.removeprefix("on_"): self._table.hooks(self.callbacks, name)
                 for name in STEP_HOOKS

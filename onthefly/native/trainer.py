@@ -163,6 +163,11 @@ class Trainer(StepRegistration):
         return self._state
 
     @property
+    def grad_clip_norm(self) -> float | None:
+        """The global gradient norm the default step clips to (``None``: it never clips)."""
+        return self._default_step.grad_clip_norm
+
+    @property
     def grad_norm(self) -> torch.Tensor | None:
         """Total gradient norm (before clipping) at the last default step when
         ``grad_clip_norm`` is set; ``None`` otherwise. A tensor: reading it syncs."""
@@ -354,7 +359,7 @@ class Trainer(StepRegistration):
             callbacks=callbacks,
             precision=self.precision,
             device=self.device,
-            grad_clip_norm=self._default_step.grad_clip_norm,
+            grad_clip_norm=self.grad_clip_norm,
             progress_bar=False,
             batch_keys=self.batch_keys,  # the slice's batches are the run's
             ranks=(0, 1),
@@ -391,7 +396,9 @@ class Trainer(StepRegistration):
         return n > 0 and self.val_loader is not None and (self.current_epoch + 1) % n == 0
 
     def _before_optimizer_step(self) -> None:
-        self._hooks.call("on_before_optimizer_step", self.optimizer)
+        step = self._hooks.step  # the batch in progress's hooks (see StepHooks)
+        for hook in step.before_optimizer_step:
+            hook(step.trainer, step.model, self.optimizer)
 
     def _count_step(self) -> None:
         self.global_step += 1

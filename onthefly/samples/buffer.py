@@ -263,6 +263,10 @@ class SampleBuffer:
         """Record one batch; never waits for the device."""
         self._batches.add((step, epoch, ids, values))
 
+    def add_all(self, batches: list[tuple[int, int, Ids, SampleValues]]) -> None:
+        """Record several batches at once, in order (as :meth:`add` would one by one)."""
+        self._batches.add_all(batches)
+
     def flush(self) -> None:
         """Ship everything recorded so far and wait for it (pause, epoch end, end of run)."""
         self._batches.flush()

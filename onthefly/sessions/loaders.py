@@ -115,20 +115,6 @@ def track(trainer: TrainerHost, requested: Requested | None, watch: Watch | None
         ]
 
 
-def mark_trained(tracked: list[TrackedLoader], count: int) -> None:
-    """Native: ``count`` batches of the epoch are trained on (fetches up to there need no
-    RNG state). Lightning prefetches, so its iterators keep every fetch's state.
-
-    Args:
-        tracked: the training loaders, as :func:`tracked` found them at the epoch's start
-            (asked once per epoch: this runs at every batch).
-        count: the batches of the epoch trained on so far.
-    """
-    for loader in tracked:
-        if loader.iterator is not None:
-            loader.iterator.trained = count
-
-
 def exact(trainer: TrainerHost, consumed: int) -> bool:
     """Whether an export after ``consumed`` trained batches of the epoch would resume
     exactly (native; Lightning's iterators keep every fetch's state)."""

@@ -56,15 +56,24 @@ def test_every_hook_reaches_the_parts_in_lightnings_order() -> None:
 
 
 @pytest.mark.parametrize("test_after", [False, True])
-def test_parts_with_nothing_to_do_at_a_step_are_not_called(test_after: bool) -> None:
+def test_a_step_calls_the_recorder_alone_and_the_parts_only_at_a_waiting_boundary(
+    test_after: bool,
+) -> None:
     otf = OnTheFly(project="tests", do_test_after=test_after)
     # What the native trainer calls, and what the callback forwards to under Lightning.
-    ends = otf.hook_implementations("on_train_batch_end")
-    assert ends is not None
-    owners = {type(method.__self__).__name__ for method in ends}
-    assert "HealthMonitor" not in owners  # its clock is the telemetry's, stamped there
-    assert ("TestLauncher" in owners) == test_after
-    assert "Telemetry" in owners and "PauseGate" in owners
+    for hook in ("on_train_batch_start", "on_train_batch_end"):
+        methods = otf.hook_implementations(hook)
+        assert methods is not None
+        assert {type(method.__self__).__name__ for method in methods} == {"Recorder"}
+        assert getattr(otf, hook) == methods[0]
+    for hook in ("on_before_optimizer_step", "on_before_zero_grad", "on_before_backward"):
+        assert otf.hook_implementations(hook) == [] and getattr(otf, hook) is None  # off
+    assert otf.hook_implementations("on_after_backward") == []
+    # The parts' own batch hooks, which the recorder runs when something waits there.
+    ends = {type(method.__self__).__name__ for method in otf.recorder.boundary_end}
+    assert ends == ({"TestLauncher", "PauseGate"} if test_after else {"PauseGate"})
+    starts = {type(method.__self__).__name__ for method in otf.recorder.boundary_start}
+    assert starts == {"PauseGate"}
 
 
 def test_state_dict_round_trip() -> None:

@@ -9,7 +9,6 @@ import traceback
 import warnings
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import lightning.pytorch as pl
@@ -18,7 +17,8 @@ import torch
 
 import onthefly
 from onthefly import OnTheFly
-from onthefly.callbacks.telemetry import _OptimizerReader, without_split_prefix
+from onthefly.callbacks._recorder import LearningRates
+from onthefly.callbacks.telemetry import GradNorms, without_split_prefix
 from onthefly.errors import ConfigurationError
 from tests.callbacks.conftest import Connect
 from tests.callbacks.live import session_files
@@ -197,18 +197,18 @@ def test_evaluation_names_lose_their_split_prefix(
 def test_learning_rates_and_gradient_norm_follow_param_groups_added_during_the_run() -> None:
     first, second = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
     optimizer = torch.optim.SGD(first.parameters(), lr=0.1)
-    trainer = SimpleNamespace(optimizers=[optimizer])
     for layer in (first, second):
         layer(torch.ones(1, 2)).sum().backward()
-    reader = _OptimizerReader(trainer, optimizer)
-    values: dict[str, Any] = {}
-    reader.read(values, with_norm=True)
-    assert set(values) == {"lr", "grad_norm"} and len(values["grad_norm"].parts) == 2
+    rates, norms = LearningRates([optimizer]), GradNorms()
+    assert rates.names == ["lr"] and rates.single
+    norm = norms.of(optimizer)
+    assert norm is not None and len(norm.parts) == 2
     optimizer.add_param_group({"params": list(second.parameters()), "lr": 0.01})
-    assert reader.current(optimizer) is False  # Telemetry then reads the optimizer anew
-    values = {}
-    _OptimizerReader(trainer, optimizer).read(values, with_norm=True)
-    assert values["lr/group1"] == 0.01 and len(values["grad_norm"].parts) == 4
+    assert rates.current([optimizer]) is False  # the recorder then reads the optimizer anew
+    rates = LearningRates([optimizer])
+    assert rates.named([group["lr"] for group in rates.groups]) == {"lr": 0.1, "lr/group1": 0.01}
+    norm = norms.of(optimizer)
+    assert norm is not None and len(norm.parts) == 4
 
 
 class Sleepy(Tiny):

@@ -8,6 +8,8 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
+from onthefly.callbacks._recorder import Recorder
+from onthefly.callbacks._runtime_sampler import StepClock
 from onthefly.callbacks.health_monitor import HealthMonitor
 from onthefly.callbacks.session import RunSession
 from onthefly.commands.registry import Boundary
@@ -83,7 +85,8 @@ def test_a_long_list_is_shortened_in_the_summary_only() -> None:
 
 
 def test_a_single_process_run_has_no_ranks_to_compare() -> None:
-    monitor = HealthMonitor(RunSession("demo"))
+    session = RunSession("demo")
+    monitor = HealthMonitor(session, Recorder(session, StepClock()))
     trainer = SimpleNamespace(global_step=0, current_epoch=0, world_size=1, optimizers=[])
     result = monitor.run(Boundary(trainer, nn.Linear(1, 1)), "distribution")
     (note,) = result["findings"]
