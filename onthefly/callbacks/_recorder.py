@@ -12,13 +12,13 @@ readers at once as one :class:`Segment` (Telemetry ships the steps' values, the 
 tracker the per-sample ones).
 
 Optional hooks cost a trainer nothing while they are off (Lightning skips a hook that is
-``None``; the native loop calls the hooks it was given), so they are switched on only for
-the steps that need them: ``on_before_optimizer_step`` for a step whose gradient norm is
-due (at most one every ``norm_every_s`` of training) or under a grad scaler (to count the
-steps it skips), ``on_before_zero_grad`` / ``on_before_backward`` while functional losses are
-watched. The other parts' batch hooks (the pause gate, the final test) run only when
-something waits at the boundary: a command in the inbox, a run that is not running, or
-:attr:`Recorder.attend`.
+``None``; the native loop calls the hooks it was given), so they are switched on only while
+needed: ``on_before_optimizer_step`` while gradient norms are taken (pulsed on for the steps
+whose norm is due, at most one every ``norm_every_s`` of training) or under a grad scaler
+(to count the steps it skips), ``on_before_zero_grad`` / ``on_before_backward`` while
+functional losses are watched. The other parts' batch hooks (the pause gate, the final
+test) run only when something waits at the boundary: a command in the inbox, a run that is
+not running, or :attr:`Recorder.attend`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
 from lightning.pytorch import Callback
 
 from onthefly.callbacks._runtime_sampler import StepClock, batch_size
@@ -48,8 +47,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Hook = Callable[..., Any]
-SetHook = Callable[[str, "Hook | None"], None]
-"""Switches one of the recorder's optional hooks on (a method) or off (``None``)."""
+SetHook = Callable[[str, "Hook | None", bool], None]
+"""``set_hook(name, method, pulse)``: switch one of the recorder's optional hooks on (a
+method) or off (``None``). With ``pulse`` the switch is for the coming steps only (it flips
+often): a trainer that calls hook methods directly keeps calling the method it had (it
+returns at once while the hook is off), one that dispatches every hook through its own
+machinery (Lightning) calls it only while on."""
 
 Row = tuple[int, Any, Any, Any, Any]
 """One training batch as recorded: ``(step, outputs, ids, sample values, extra)``.
@@ -96,9 +99,6 @@ class Segment:
 
 class SampleSource(Protocol):
     """What the recorder asks of the per-sample tracker (only off its usual path)."""
-
-    attentive: bool
-    """Whether the batch end must :meth:`settle` the values even when the slot has some."""
 
     def ids_of(self, batch: Any, item: Any) -> Any:
         """The ids of ``batch`` whose sampler recording gave ``item`` (not a list of ints)."""
@@ -200,7 +200,6 @@ class Recorder(Callback):
         self.batch: Any = None
         self.batch_idx = 0
         self.trained = 0
-        self.attend = False
         self.readers: list[Callable[[Segment], None]] = []
         self.boundary_start: list[Hook] = []
         self.boundary_end: list[Hook] = []
@@ -222,13 +221,17 @@ class Recorder(Callback):
         self._logs: Any = None  # truthy when the step logged values kept only until the next
         self._trainer_norm = False  # the trainer computes the norm itself (it clips)
         self._lrs: LearningRates | None = None
+        self._lr_groups: list[dict[str, Any]] | None = None  # compared at each batch (floats)
+        self._lr_count = 0
         self._lr_values: tuple[Any, ...] = ()
         self._lr_now: dict[str, Any] = {}
         self._lr_changes: list[tuple[int, dict[str, Any]]] = [(0, {})]
-        self._norm_at = -math.inf
+        self._norm_next = -math.inf  # the training time from which a norm is due again
         self._norming = False  # gradient norms are taken in this fit
         self._norm_on = False  # this step's is due: on_before_optimizer_step is switched on
         self._extra: dict[str, Any] | None = None
+        self.attend = False
+        self._watching = False  # functional losses are watched (samples.enter_watch per batch)
         self._slot: Slot | None = None
         self._pending: Any = None  # the sampler's recorded index lists (a deque), if any
         self._ids: Any = None
@@ -236,6 +239,11 @@ class Recorder(Callback):
         self._scaled = False
         self._handles: list[RemovableHandle] = []
         session.on_quiet(self.flush)
+
+    def watching(self, watched: bool) -> None:
+        """The per-sample tracker watches functional loss calls (or stops): each batch then
+        enters its watch, and its end always settles the batch's values."""
+        self._watching = watched
 
     # ------------------------------------------------------------------ wiring
 
@@ -259,8 +267,8 @@ class Recorder(Callback):
     def watch_hooks(self, on: bool) -> None:
         """Switch on or off the hooks that end a watched loss computation."""
         hook = self.leave_watch if on else None
-        self._set_hook("on_before_zero_grad", hook)
-        self._set_hook("on_before_backward", hook)
+        self._set_hook("on_before_zero_grad", hook, False)
+        self._set_hook("on_before_backward", hook, False)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -271,16 +279,16 @@ class Recorder(Callback):
         self._logs = run.step_log()
         self._trainer_norm = run.computes_grad_norm()
         self._scaled = run.scales_gradients()
-        self._lrs, self._lr_values, self._lr_now = None, (), {}
+        self._lrs, self._lr_groups, self._lr_values, self._lr_now = None, None, (), {}
         self._lr_changes = [(0, {})]
-        self._norm_at, self._norm_on = -math.inf, False
+        self._norm_next, self._norm_on = -math.inf, False
         self.attempted = self.taken = 0
         self._rows, self._extra = [], None
         self._before = int(trainer.global_step)
         self._flush_at = time.perf_counter() + self.every_s
         self._running = True
         if self._scaled:  # skipped steps are counted (the instability check reads them)
-            self._set_hook("on_before_optimizer_step", self.on_before_optimizer_step)
+            self._set_hook("on_before_optimizer_step", self.on_before_optimizer_step, False)
             self._handles = [
                 optimizer.register_step_post_hook(self._count_taken)
                 for optimizer in trainer.optimizers
@@ -289,6 +297,8 @@ class Recorder(Callback):
     def on_train_start(self, trainer: TrainerHost, pl_module: Any) -> None:
         # Telemetry gave its norm_of by now (or none: nothing is reported from this process).
         self._norming = self.norm_of is not None and not self._trainer_norm
+        if self._norming:
+            self._set_hook("on_before_optimizer_step", self.on_before_optimizer_step, False)
         self._switch_norm(True)  # the first step's norm is due
 
     def on_train_epoch_start(self, trainer: TrainerHost, pl_module: Any) -> None:
@@ -311,48 +321,38 @@ class Recorder(Callback):
     def on_train_batch_start(
         self, trainer: TrainerHost, pl_module: Any, batch: Any, batch_idx: int
     ) -> None:
-        # All of this runs at every training batch: attribute reads and writes and a few
-        # calls into C; a Python call only where something is rare.
+        # All of this runs at every training batch: plain reads and writes and a few calls
+        # into C; a Python call only for what is rare.
         now = time.perf_counter()
         clock = self.clock
         last = clock.last_end
         if last is not None:
             clock.data_wait_total += now - last
         clock.batch_start = now
-        self.batch, self.batch_idx, self.trained = batch, batch_idx, batch_idx
-        slot, pending = self._slot, self._pending
-        ids = None
-        if pending is not None:  # the index list the sampler yielded for this batch
-            ids = pending.popleft() if pending else None
-            if type(ids) is not list and ids is not None and self.samples is not None:
-                ids = self.samples.ids_of(batch, ids)
-        elif slot is not None and self.samples is not None:
-            ids = self.samples.ids_of(batch, None)
-        self._ids = ids
-        if ids is not None:
-            n = len(ids)
-            clock.samples += n
-            if slot is not None:
-                slot.n, slot.values = n, None
-        else:
-            first = batch[0] if type(batch) in (tuple, list) and batch else None
-            if type(first) is torch.Tensor and first.ndim > 0:
-                clock.samples += first.shape[0]
+        self.batch = batch
+        self.batch_idx = self.trained = batch_idx
+        pending = self._pending
+        if pending:  # the index list the sampler yielded for this batch
+            ids = pending.popleft()
+            if type(ids) is list:
+                slot = self._slot
+                slot.n, slot.values = len(ids), None  # type: ignore[union-attr]
             else:
-                clock.samples += batch_size(batch) or 0
-        lrs = self._lrs
-        if lrs is not None and lrs.single and len(lrs.first) == lrs.first_size:
-            values = tuple(map(_LR, lrs.first))
-            if values != self._lr_values:
-                self._lr_values = values
-                self._lr_changed(lrs.named(values))
+                ids = self._open(batch, ids)
         else:
+            ids = self._open(batch, None)
+        self._ids = ids
+        groups = self._lr_groups
+        if (
+            groups is None
+            or len(groups) != self._lr_count
+            or tuple(map(_LR, groups)) != self._lr_values
+        ):
             self._read_lrs(trainer)
-        samples = self.samples
-        if samples is not None and samples.attentive:
-            samples.enter_watch()
+        if self._watching:
+            self.samples.enter_watch()  # type: ignore[union-attr]
         session = self.session
-        if session.inbox.waiting or session.state != "running" or self.attend:
+        if self.attend or session.inbox.waiting or session.state != "running":
             for hook in self.boundary_start:
                 hook(trainer, pl_module, batch, batch_idx)
 
@@ -371,32 +371,31 @@ class Recorder(Callback):
             iterator = loader.iterator
             if iterator is not None:
                 iterator.trained = trained
-        step = getattr(self._counter, self._counter_name)
         ids, values = self._ids, None
         if ids is not None:
             slot = self._slot
             if slot is not None:
-                values, slot.values = slot.values, CLOSED
-            samples = self.samples
-            if samples is not None and (
+                values = slot.values
+                slot.values = CLOSED
+            if (
                 values is None
-                or samples.attentive
+                or self._watching
                 or type(outputs) is not dict
                 or "per_sample_loss" in outputs
             ):
-                values = samples.settle(outputs, values)
-        extra, self._extra = self._extra, None
-        if self._logs or self._trainer_norm:
+                values = self._settle(outputs, values)
+        extra = self._extra
+        if extra is not None or self._logs or self._trainer_norm:
+            self._extra = None
             extra = self._step_extra(outputs, extra)
         rows = self._rows
-        rows.append((step, outputs, ids, values, extra))
-        self._ids = None
+        rows.append((getattr(self._counter, self._counter_name), outputs, ids, values, extra))
         if len(rows) >= self.every_steps or now >= self._flush_at:
             self._flush(now)
-        if self._norming and self._norm_on != (now - self._norm_at >= self.norm_every_s):
+        if self._norming and self._norm_on is not (now >= self._norm_next):
             self._switch_norm(not self._norm_on)
         session = self.session
-        if session.inbox.waiting or session.state != "running" or self.attend:
+        if self.attend or session.inbox.waiting or session.state != "running":
             for hook in self.boundary_end:
                 hook(trainer, pl_module, outputs, batch, batch_idx)
 
@@ -409,7 +408,7 @@ class Recorder(Callback):
         norm_of = self.norm_of
         if not self._norm_on or norm_of is None:
             return
-        self._norm_at = self.clock.batch_start or time.perf_counter()
+        self._norm_next = (self.clock.batch_start or time.perf_counter()) + self.norm_every_s
         lrs = self._lrs
         index = 0 if lrs is None else _position(lrs.optimizers, optimizer)
         norms = norm_of(optimizer)
@@ -448,6 +447,7 @@ class Recorder(Callback):
         # The epoch counter moves on only after an epoch's end hooks, where rows are handed
         # over: it holds the epoch of every row here (also of an epoch resumed mid-way).
         epoch = int(getattr(self._epochs, self._epochs_name))
+        self.clock.samples += sum([len(row[2]) for row in rows if row[2] is not None])
         segment = Segment(rows, epoch, self._before, self._lr_changes)
         self._rows = []
         self._lr_changes = [(0, self._lr_now)]
@@ -458,12 +458,17 @@ class Recorder(Callback):
     # ------------------------------------------------------------------ rare paths
 
     def _read_lrs(self, trainer: TrainerHost) -> None:
+        """The learning rates changed (or are read for the first time, or cannot be compared
+        without a sync): record them from this batch on."""
         lrs = self._lrs
         optimizers = trainer.optimizers
         if not optimizers:
             return
         if lrs is None or not lrs.current(optimizers):
             lrs = self._lrs = LearningRates(optimizers)
+            # One optimizer of float rates (the usual case) is compared at each batch start.
+            self._lr_groups = lrs.first if lrs.single else None
+            self._lr_count = lrs.first_size
         values = tuple(map(_LR, lrs.groups))
         if not lrs.single or values != self._lr_values:
             self._lr_values = values
@@ -503,7 +508,25 @@ class Recorder(Callback):
         self._norm_on = on
         if not self._scaled:  # (under a scaler it stays on to count the attempts)
             hook = self.on_before_optimizer_step if on else None
-            self._set_hook("on_before_optimizer_step", hook)
+            self._set_hook("on_before_optimizer_step", hook, True)
+
+    def _open(self, batch: Any, item: Any) -> Any:
+        """A batch whose ids the sampler's recording did not give as a list: ask the tracker
+        (iterable data, a single index), or count the batch's samples (nothing recorded)."""
+        slot, samples = self._slot, self.samples
+        ids = None
+        if samples is not None and (item is not None or self._pending is None):
+            ids = samples.ids_of(batch, item)
+        if ids is not None and slot is not None:
+            slot.n, slot.values = len(ids), None
+        else:
+            # Without ids the batch is counted here; with them, when the rows are handed over.
+            self.clock.samples += batch_size(batch) or 0
+        return ids
+
+    def _settle(self, outputs: Any, values: Any) -> Any:
+        samples = self.samples
+        return values if samples is None else samples.settle(outputs, values)
 
     def _count_taken(self, *args: Any) -> None:
         self.taken += 1
@@ -517,7 +540,7 @@ class Recorder(Callback):
             handle.remove()
         self._handles = []
         for name in OPTIONAL_HOOKS:
-            self._set_hook(name, None)
+            self._set_hook(name, None, False)
         self._norm_on = self._norming = False
         self._ids = None
         self.batch = None
@@ -527,5 +550,5 @@ def _position(optimizers: Sequence[Any], optimizer: Any) -> int:
     return next((i for i, o in enumerate(optimizers) if o is optimizer), 0)
 
 
-def _no_hook(name: str, hook: Hook | None) -> None:
+def _no_hook(name: str, hook: Hook | None, pulse: bool) -> None:
     """Without a trainer's hooks to switch, the optional hooks stay as they are."""

@@ -221,8 +221,8 @@ class OnTheFly(Callback):
         if hook in _OWN_HOOKS or _overridden(type(self), hook):
             return None
         if self._recorder is not None and hook in STEP_HOOKS:
-            method = vars(self).get(hook)
-            return [method] if callable(method) else []
+            method = self._step_methods.get(hook)
+            return [] if method is None else [method]
         return self._part_hooks.hooks(self.parts, hook)
 
     def _install_hooks(self) -> None:
@@ -238,12 +238,13 @@ class OnTheFly(Callback):
             ):
                 boundary[:] = [hook for part in others for hook in implementations(part, name)]
             recorder.connect(self._set_step_hook)
+        self._step_methods = {} if recorder is None else _recorded(recorder)
         for hook in _FORWARDED:
             if _overridden(type(self), hook):
                 continue  # a subclass's own hook
             if recorder is not None and hook in STEP_HOOKS:
                 # The recorder's: its batch hooks always, the optional ones while switched on.
-                setattr(self, hook, _recorded(recorder).get(hook))
+                setattr(self, hook, self._step_methods.get(hook))
                 continue
             methods = self._part_hooks.hooks(self.parts, hook)
             if not methods:
@@ -257,12 +258,27 @@ class OnTheFly(Callback):
                 setattr(self, hook, _fan_out(tuple(methods)))
         self.hook_revision += 1
 
-    def _set_step_hook(self, hook: str, method: Callable[..., Any] | None) -> None:
-        """Switch one of the recorder's optional step hooks on (``method``) or off."""
-        if _overridden(type(self), hook) or vars(self).get(hook) is method:
+    def _set_step_hook(self, hook: str, method: Callable[..., Any] | None, pulse: bool) -> None:
+        """Switch one of the recorder's optional step hooks on (``method``) or off.
+
+        Lightning sees the switch at once (it skips a hook that is ``None``, profiler and
+        all). The native loop calls a hook's methods directly, at the cost of a plain call:
+        it rebuilds its lists when ``hook_revision`` moves, which a ``pulse`` (a switch for
+        the coming steps only, e.g. a gradient norm that is due) does not do: it keeps
+        calling the method, which returns at once while the hook is off.
+        """
+        if _overridden(type(self), hook):
             return
         setattr(self, hook, method)
-        self.hook_revision += 1
+        if pulse:
+            return
+        if method is None:
+            dropped = self._step_methods.pop(hook, None) is not None
+            if dropped:
+                self.hook_revision += 1
+        elif self._step_methods.get(hook) is not method:
+            self._step_methods[hook] = method
+            self.hook_revision += 1
 
     def _forward(
         self, hook: str, trainer: TrainerHost, pl_module: Any, *args: Any, **kwargs: Any

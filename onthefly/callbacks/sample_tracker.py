@@ -106,9 +106,6 @@ class SampleTracker(Callback):
         self._mode = LossMode()
         self._watch = False  # enter the mode for the next training batch
         self._misses = 0  # batches in a row without per-sample values
-        self.attentive = False
-        """Whether a batch's end settles its values even when the slot has some (functional
-        losses are watched, or recent batches gave none): the recorder reads it per batch."""
         self._history: HistoryWriter | None = None
         self._unwrap_source: Callable[[], None] | None = None
         self._specs: dict[int, LossSpec | None] = {}  # loss descriptions, made once
@@ -355,7 +352,8 @@ class SampleTracker(Callback):
         if watch != self._watch:
             self._recorder.watch_hooks(watch)
         self._watch, self._misses = watch, misses
-        self.attentive = watch or misses > 0
+        # Watching, or after a batch without values, every batch's end settles its values.
+        self._recorder.watching(watch or misses > 0)
 
     def _explain(self, seen: bool) -> None:
         why = (
