@@ -76,6 +76,8 @@ class Batches(Generic[RowT, TransferT]):
         every_s: … or once this many seconds passed since the last one started.
         clock_every: read the clock every this many rows only (it costs as much as a cheap
             :meth:`add`).
+        size: how many rows one added item counts for (``None``: one each); items are then
+            batches of rows themselves (see :meth:`add_all`).
 
     Raises:
         ValueError: ``every_steps`` < 1 or ``every_s`` <= 0.
@@ -99,6 +101,7 @@ class Batches(Generic[RowT, TransferT]):
         every_steps: int,
         every_s: float,
         clock_every: int = 1,
+        size: Callable[[RowT], int] | None = None,
     ) -> None:
         if every_steps < 1 or every_s <= 0:
             raise ValueError(
@@ -110,6 +113,8 @@ class Batches(Generic[RowT, TransferT]):
         self._every_steps = every_steps
         self._every_s = every_s
         self._clock_every = clock_every
+        self._size = size
+        self._count = 0  # rows added since the last transfer started
         self._rows: list[RowT] = []
         self._in_flight: deque[TransferT] = deque()
         self._last_start = time.perf_counter()
@@ -122,9 +127,9 @@ class Batches(Generic[RowT, TransferT]):
             now: the caller's ``time.perf_counter()`` reading of this step, if it has one
                 (the clock is then not read again).
         """
-        rows = self._rows
-        rows.append(row)
-        count = len(rows)
+        self._rows.append(row)
+        size = self._size
+        count = self._count = self._count + (1 if size is None else size(row))
         if count >= self._every_steps:
             self._start(time.perf_counter() if now is None else now)
         elif count % self._clock_every == 0:
@@ -136,12 +141,14 @@ class Batches(Generic[RowT, TransferT]):
             self._deliver(wait=False)
 
     def add_all(self, rows: Sequence[RowT]) -> None:
-        """Record several rows at once, in order; a transfer starts once ``every_steps`` rows
+        """Record several items at once, in order; a transfer starts once ``every_steps`` rows
         (or ``every_s`` seconds) are waiting, so a long run of rows ships in one."""
         pending = self._rows
         pending.extend(rows)
+        size = self._size
+        self._count += len(rows) if size is None else sum([size(row) for row in rows])
         now = time.perf_counter()
-        if len(pending) >= self._every_steps or now - self._last_start >= self._every_s:
+        if self._count >= self._every_steps or now - self._last_start >= self._every_s:
             self._start(now)
         if self._in_flight:
             self._deliver(wait=False)
@@ -153,7 +160,7 @@ class Batches(Generic[RowT, TransferT]):
         self._deliver(wait=True)
 
     def _start(self, now: float) -> None:
-        rows, self._rows = self._rows, []
+        rows, self._rows, self._count = self._rows, [], 0
         self._last_start = now
         self._in_flight.append(self._start_transfer(rows))
 

@@ -55,12 +55,14 @@ returns at once while the hook is off), one that dispatches every hook through i
 machinery (Lightning) calls it only while on."""
 
 Row = tuple[int, Any, Any, Any, Any]
-"""One training batch as recorded: ``(step, outputs, ids, sample values, extra)``.
+"""One training batch as recorded: ``(step, loss, ids, sample values, extra)``.
 
-``step``: ``global_step`` once the batch ended; ``outputs``: what the step returned (as the
-batch-end hook got it); ``ids``: the batch's sample ids (``None``: none recorded); ``sample
-values``: what the per-sample slot received (``None``: nothing); ``extra``: a dict of the
-batch's other values (gradient norms, values the step logged), or ``None``."""
+``step``: ``global_step`` once the batch ended; ``loss``: the step's output ``"loss"`` (or
+the output itself when it is no dict; the outputs are not kept: a trainer may hand over
+tensors that still hold their graph); ``ids``: the batch's sample ids (``None``: none
+recorded); ``sample values``: what the per-sample slot received (``None``: nothing);
+``extra``: a dict of the batch's other values (gradient norms, values the step logged), or
+``None``."""
 
 OPTIONAL_HOOKS = ("on_before_optimizer_step", "on_before_zero_grad", "on_before_backward")
 """The hooks the recorder switches on only while they are needed."""
@@ -219,6 +221,7 @@ class Recorder(Callback):
         self._counter: Any = None
         self._counter_name = "global_step"
         self._logs: Any = None  # truthy when the step logged values kept only until the next
+        self._in_outputs = False  # the values a step logs are the extra keys of its outputs
         self._trainer_norm = False  # the trainer computes the norm itself (it clips)
         self._lrs: LearningRates | None = None
         self._lr_groups: list[dict[str, Any]] | None = None  # compared at each batch (floats)
@@ -277,6 +280,7 @@ class Recorder(Callback):
         self._counter, self._counter_name = run.step_counter()
         self._epochs, self._epochs_name = run.epoch_counter()
         self._logs = run.step_log()
+        self._in_outputs = run.values_in_outputs
         self._trainer_norm = run.computes_grad_norm()
         self._scaled = run.scales_gradients()
         self._lrs, self._lr_groups, self._lr_values, self._lr_now = None, None, (), {}
@@ -384,12 +388,17 @@ class Recorder(Callback):
                 or "per_sample_loss" in outputs
             ):
                 values = self._settle(outputs, values)
+        if type(outputs) is dict:
+            loss = outputs.get("loss")
+            logged = self._in_outputs and len(outputs) > 1
+        else:
+            loss, logged = outputs, False
         extra = self._extra
-        if extra is not None or self._logs or self._trainer_norm:
+        if extra is not None or logged or self._logs or self._trainer_norm:
             self._extra = None
             extra = self._step_extra(outputs, extra)
         rows = self._rows
-        rows.append((getattr(self._counter, self._counter_name), outputs, ids, values, extra))
+        rows.append((getattr(self._counter, self._counter_name), loss, ids, values, extra))
         if len(rows) >= self.every_steps or now >= self._flush_at:
             self._flush(now)
         if self._norming and self._norm_on is not (now >= self._norm_next):
@@ -488,7 +497,7 @@ class Recorder(Callback):
             return extra
         found: dict[str, Any] = {}
         try:
-            if self._logs:  # values the step logged (Lightning keeps them until the next step)
+            if self._logs or self._in_outputs:  # values the step logged
                 found.update(run.step_values(outputs))
             if self._trainer_norm:
                 norm = run.grad_norm()

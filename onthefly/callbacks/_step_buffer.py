@@ -1,12 +1,14 @@
-"""Per-step values kept on their device and shipped to the host in batches.
+"""Per-step values kept on their device and shipped to the host in batches, as columns.
 
 Reading a CUDA tensor's value (``.item()``, ``.cpu()``) waits for the GPU: done every step
 it would stall the training loop. :class:`StepBuffer` instead keeps each step's values as
 device tensors; every ``every_steps`` steps (or ``every_s`` seconds) it stacks them into one
-tensor per device and starts a single copy to the host (:mod:`onthefly.transfers`). Rows are
-delivered in step order once their copy is complete.
+tensor per device and starts a single copy to the host (:mod:`onthefly.transfers`). Steps
+are delivered in order once their copy is complete.
 
-A total norm (the gradient norm) is recorded as its parts' norms (:class:`Norms`, one fused
+Steps travel as :class:`Steps`, one list per value (a column): a batch of steps is taken
+and delivered in a few list operations, not a dictionary per step. A total norm (the
+gradient norm) is recorded as its parts' norms (:class:`Norms`, one fused
 ``_foreach_norm`` per step) and reduced when the batch ships: one reduction for all its
 steps instead of two more operations per step.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -34,22 +36,61 @@ Value = Scalar | Norms
 
 
 class Row(NamedTuple):
-    """One optimizer step's values, on the host (a tuple: one is made per step)."""
+    """One optimizer step's values, on the host."""
 
     step: int
     epoch: int
     values: dict[str, float]
 
 
-_Row = tuple[int, int, Mapping[str, Value]]
-"""One step as recorded: step, epoch, values (a plain tuple: cheap)."""
+@dataclass
+class Steps:
+    """Optimizer steps as columns: ``step[i]``, ``epoch[i]``, and ``values[name][i]`` for each
+    value (``None`` where step ``i`` has none).
+
+    Example:
+        >>> steps = Steps([4, 5], [0, 0], {"loss": [0.5, 0.25], "lr": [0.1, None]})
+        >>> steps.rows()[1]
+        Row(step=5, epoch=0, values={'loss': 0.25})
+    """
+
+    step: list[int]
+    epoch: list[int]
+    values: dict[str, list[Any]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def rows(self) -> list[Row]:
+        """The steps one by one, each with the values it has."""
+        columns = list(self.values.items())
+        return [
+            Row(step, epoch, {name: column[i] for name, column in columns if column[i] is not None})
+            for i, (step, epoch) in enumerate(zip(self.step, self.epoch, strict=True))
+        ]
+
+    @classmethod
+    def joined(cls, parts: Sequence[Steps]) -> Steps:
+        """One batch of ``parts``' steps, in order (a column a part lacks is ``None`` there)."""
+        if len(parts) == 1:
+            return parts[0]
+        names = dict.fromkeys(name for part in parts for name in part.values)
+        values: dict[str, list[Any]] = {name: [] for name in names}
+        for part in parts:
+            for name, column in values.items():
+                column.extend(part.values.get(name) or [None] * len(part))
+        return cls(
+            [s for part in parts for s in part.step],
+            [e for part in parts for e in part.epoch],
+            values,
+        )
 
 
 @dataclass
 class _Transfer:
-    rows: list[_Row]
-    # Per device: the (row index, metric name) of each stacked value, and their copy.
-    parts: list[tuple[list[tuple[int, str]], HostCopy]] = field(default_factory=list)
+    steps: Steps
+    # Per device: the (column, row index) of each stacked value, and their copy.
+    parts: list[tuple[list[tuple[str, int]], HostCopy]] = field(default_factory=list)
 
     def ready(self) -> bool:
         return all(copy.ready() for _, copy in self.parts)
@@ -58,23 +99,24 @@ class _Transfer:
         for _, copy in self.parts:
             copy.wait()
 
-    def result(self) -> list[Row]:
-        values: list[dict[str, float]] = [
-            {name: v for name, v in row[2].items() if type(v) is float} for row in self.rows
-        ]
+    def result(self) -> Steps:
+        steps = self.steps
+        values = {
+            name: [v if v is None or type(v) is float else None for v in column]
+            for name, column in steps.values.items()
+        }
         for slots, copy in self.parts:
-            for (index, name), value in zip(slots, copy.host.tolist(), strict=True):
-                values[index][name] = value
-        pairs = zip(self.rows, values, strict=True)
-        return [Row(step, epoch, vals) for (step, epoch, _), vals in pairs]
+            for (name, index), value in zip(slots, copy.host.tolist(), strict=True):
+                values[name][index] = value
+        return Steps(steps.step, steps.epoch, values)
 
 
 class StepBuffer:
     """Collects per-step values and hands them, as host floats, to ``sink`` in batches.
 
     Args:
-        sink: receives each completed batch of rows, in step order.
-        every_steps: start a copy after this many rows.
+        sink: receives each completed batch of steps, in step order.
+        every_steps: start a copy after this many steps.
         every_s: or when this many seconds passed since the last copy started.
 
     Raises:
@@ -82,7 +124,7 @@ class StepBuffer:
 
     Example:
         >>> rows = []
-        >>> buffer = StepBuffer(rows.extend, every_steps=2)
+        >>> buffer = StepBuffer(lambda steps: rows.extend(steps.rows()), every_steps=2)
         >>> buffer.add(1, 0, {"loss": torch.tensor(0.5)})
         >>> buffer.add(2, 0, {"loss": torch.tensor(0.25)})
         >>> [row.values["loss"] for row in rows]
@@ -90,63 +132,58 @@ class StepBuffer:
     """
 
     def __init__(
-        self, sink: Callable[[list[Row]], None], every_steps: int = 32, every_s: float = 0.1
+        self, sink: Callable[[Steps], None], every_steps: int = 32, every_s: float = 0.1
     ) -> None:
-        self._batches = Batches(
-            _start, lambda transfer: sink(transfer.result()), every_steps, every_s
+        self._batches: Batches[Steps, _Transfer] = Batches(
+            _start, lambda transfer: sink(transfer.result()), every_steps, every_s, size=len
         )
 
-    def add(
-        self, step: int, epoch: int, values: Mapping[str, Value], now: float | None = None
-    ) -> None:
-        """Record one step (the buffer keeps ``values``); cheap, and never waits for the device.
+    def add(self, step: int, epoch: int, values: Mapping[str, Value]) -> None:
+        """Record one step (the buffer keeps ``values``); never waits for the device."""
+        self.add_steps(Steps([step], [epoch], {name: [v] for name, v in values.items()}))
 
-        ``now``: the caller's ``time.perf_counter()`` reading of this step, if it has one.
-        """
-        self._batches.add((step, epoch, values), now)
-
-    def add_all(self, rows: Sequence[tuple[int, int, Mapping[str, Value]]]) -> None:
-        """Record several steps at once, in order (as :meth:`add` would one by one)."""
-        self._batches.add_all(rows)
+    def add_steps(self, steps: Steps) -> None:
+        """Record a batch of steps (the buffer keeps the lists); never waits for the device."""
+        self._batches.add_all((steps,))
 
     def flush(self) -> None:
         """Ship everything recorded so far and wait for it (pause, epoch end, end of run)."""
         self._batches.flush()
 
 
-def _start(rows: list[_Row]) -> _Transfer:
-    """Stack the rows' tensors into one per device and start copying each to the host."""
-    transfer = _Transfer(rows)
-    slots: list[tuple[int, str]] = []
+def _start(parts: list[Steps]) -> _Transfer:
+    """Stack the steps' tensors into one per device and start copying each to the host."""
+    transfer = _Transfer(Steps.joined(parts))
+    slots: list[tuple[str, int]] = []
     tensors: list[torch.Tensor] = []
-    norm_slots: list[tuple[int, str]] = []
+    norm_slots: list[tuple[str, int]] = []
     norms: list[Sequence[torch.Tensor]] = []
-    for index, (_, _, values) in enumerate(transfer.rows):
-        for name, value in values.items():
+    for name, recorded in transfer.steps.values.items():
+        for index, value in enumerate(recorded):
             kind = type(value)
-            if kind is float:
-                continue  # already on the host (learning rates)
+            if value is None or kind is float:
+                continue  # nothing, or already on the host (learning rates)
             if kind is Norms:
-                norm_slots.append((index, name))
-                norms.append(value.parts)  # type: ignore[union-attr]
+                norm_slots.append((name, index))
+                norms.append(value.parts)
             else:
-                slots.append((index, name))
-                tensors.append(value)  # type: ignore[arg-type]
+                slots.append((name, index))
+                tensors.append(value)
     columns = _columns(slots, tensors)
     if norms:  # joins the column of its device: still one copy per device
         totals = _total_norms(norms)
-        slots, column = columns.get(totals.device, ([], None))
+        device_slots, column = columns.get(totals.device, ([], None))
         joined = totals if column is None else torch.cat([column, totals])
-        columns[totals.device] = (slots + norm_slots, joined)
-    for slots, column in columns.values():
-        transfer.parts.append((slots, copy_to_host(column)))
+        columns[totals.device] = (device_slots + norm_slots, joined)
+    for device_slots, column in columns.values():
+        transfer.parts.append((device_slots, copy_to_host(column)))
     return transfer
 
 
-Columns = dict[torch.device, tuple[list[tuple[int, str]], torch.Tensor]]
+Columns = dict[torch.device, tuple[list[tuple[str, int]], torch.Tensor]]
 
 
-def _columns(slots: list[tuple[int, str]], tensors: list[torch.Tensor]) -> Columns:
+def _columns(slots: list[tuple[str, int]], tensors: list[torch.Tensor]) -> Columns:
     """The tensors as one float32 vector per device, with the slot of each of its values."""
     if not tensors:
         return {}
@@ -156,7 +193,7 @@ def _columns(slots: list[tuple[int, str]], tensors: list[torch.Tensor]) -> Colum
             return {column.device: (slots, column)}
     except RuntimeError:  # several devices, or a value of shape (1,) among scalars
         pass
-    by_device: dict[torch.device, tuple[list[tuple[int, str]], list[torch.Tensor]]] = {}
+    by_device: dict[torch.device, tuple[list[tuple[str, int]], list[torch.Tensor]]] = {}
     for slot, value in zip(slots, tensors, strict=True):
         device_slots, device_tensors = by_device.setdefault(value.device, ([], []))
         device_slots.append(slot)

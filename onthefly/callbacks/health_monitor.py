@@ -10,7 +10,7 @@ The monitor has no hook at a training step: the run's
 :class:`~onthefly.callbacks._recorder.Recorder` keeps the batch in progress (the probes'
 batch), the step clock and, under a grad scaler, the steps attempted and taken; the loss /
 gradient-norm / learning-rate history comes from the values Telemetry already ships
-(``session.listen("metrics")``), so no host sync is added.
+(:meth:`HealthMonitor.observe_steps`), so no host sync is added.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from lightning.pytorch import Callback
 
 from onthefly import health
 from onthefly.callbacks._recorder import Recorder
+from onthefly.callbacks._step_buffer import Steps
 from onthefly.callbacks.session import RunSession
 from onthefly.commands.registry import Boundary
 from onthefly.errors import ConfigurationError
@@ -60,7 +61,10 @@ class HealthMonitor(Callback):
         self.results: dict[str, dict[str, Any]] = {}
         self._recorder = recorder
         session.commands.register("health", self._on_command)
-        session.listen("metrics", self.history.record)
+
+    def observe_steps(self, steps: Steps) -> None:
+        """Telemetry's shipped training steps: kept for the instability check."""
+        self.history.record_columns(steps.step, steps.values)
 
     def state_dict(self) -> dict[str, Any]:
         return {"results": dict(self.results), "history": self.history.state_dict()}

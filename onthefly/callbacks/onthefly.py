@@ -165,6 +165,10 @@ class OnTheFly(Callback):
         )
         self.watchdog = Watchdog(self.session, self.recorder.clock, stall_seconds)
         self.health_monitor = HealthMonitor(self.session, self.recorder)
+        self.telemetry.step_observers += [
+            self.watchdog.observe_steps,
+            self.health_monitor.observe_steps,
+        ]
         self.hparam_editor = HparamEditor(self.session)
         # hold_at_end is do_test_after: the gate asks the recorder for every batch's hooks,
         # the test launcher's at the planned end among them.

@@ -192,7 +192,8 @@ class SampleTracker(Callback):
 
     def flush(self) -> None:
         """Bring every recorded value into the store and the history files now."""
-        self.sync()
+        self._recorder.flush()
+        self._buffer.flush()
         if self._history is not None:
             self._history.flush()
 
@@ -200,6 +201,8 @@ class SampleTracker(Callback):
         """Bring every recorded value into the store now (queries read it right after)."""
         self._recorder.flush()
         self._buffer.flush()
+        if self._history is not None:
+            self._history.sync()
 
     def indices(self, name: str) -> list[int]:
         """The dataset indices of the selection ``name``, highest loss first.
@@ -224,7 +227,9 @@ class SampleTracker(Callback):
     def _start(self, trainer: TrainerHost) -> None:
         self._trainer = trainer
         if self.session.active:
-            self._history = HistoryWriter(self.session.workdir / "samples" / "history")
+            self._history = HistoryWriter(
+                self.session.workdir / "samples" / "history", fold=self._fold
+            )
         else:  # another rank of a distributed run: rank 0 keeps the values
             self._outbox = []
         # The native default step reports its loss call itself: no hook on the given loss
@@ -309,12 +314,9 @@ class SampleTracker(Callback):
             self._receive(chunk)
 
     def _receive(self, shipment: Shipment) -> None:
-        # On the training thread, once per shipment (64 batches): a background thread costs
-        # it more. Reading a chunk and folding it are a hundred short NumPy calls, each
-        # releasing the GIL, and every hand-over of the GIL back to the training thread
-        # waits for a thread wake-up. Measured on the seed MLP: the fetches after a shipment
-        # lost ~1.5 ms that way, and the run was ~25 µs a step slower than with the work
-        # (~1.5 ms a shipment) done here.
+        # On the training thread, once per shipment (64 batches): reading a chunk is a few
+        # NumPy and torch calls. Folding it into the statistics and writing it waits for the
+        # history thread, which takes many chunks at once (see onthefly.samples.history).
         try:
             chunk = shipment.chunk()
         except Exception:  # a bug here must not stop the run
@@ -322,13 +324,12 @@ class SampleTracker(Callback):
             return
         if self._outbox is not None:
             self._outbox.append(chunk)
-            return
-        try:
-            self.store.training.update(chunk)
-        except Exception:
-            log.exception("OnTheFly could not fold per-sample values in; they are skipped")
-        if self._history is not None:
-            self._history.add(chunk)  # encoded and written on the writer's thread
+        elif self._history is not None:
+            self._history.add(chunk)  # folded, encoded and written on the history thread
+
+    def _fold(self, chunk: Chunk) -> None:
+        """On the history thread: fold ``chunk`` into the store (queries wait for it: sync)."""
+        self.store.training.update(chunk)
 
     def _adapt(self, returned: bool, recorded: bool) -> None:
         """Watch the functional calls only while they are the way to per-sample values."""

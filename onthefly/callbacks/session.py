@@ -180,6 +180,14 @@ class RunSession:
                 for listener in listeners:
                     listener(fields)
 
+    def publish_fields(self, kind: str, fields: Sequence[dict[str, Any]]) -> None:
+        """Send several events of one kind given as their fields (the server's pump validates
+        them as it numbers them); its listeners are not told: a publisher that uses this
+        tells its readers itself (Telemetry's shipped steps). A no-op when not active."""
+        server = self._server
+        if server is not None and fields:
+            server.publish_fields(server.main_run, kind, fields)
+
     def has_clients(self) -> bool:
         """Whether a dashboard or client is connected right now."""
         server = self._server

@@ -24,8 +24,9 @@ anyway, at every step.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -35,13 +36,13 @@ from onthefly.callbacks._log_forwarder import LogForwarder
 from onthefly.callbacks._recorder import Recorder, Segment
 from onthefly.callbacks._run_config import describe_run
 from onthefly.callbacks._runtime_sampler import RuntimeSampler, StepClock
-from onthefly.callbacks._step_buffer import Norms, Row, StepBuffer, Value
+from onthefly.callbacks._step_buffer import Norms, StepBuffer, Steps
 from onthefly.callbacks.session import RunSession
 from onthefly.drivers import Driver, driver
 from onthefly.drivers.base import TrainerHost
 from onthefly.drivers.values import Scalar, host_floats, scalar_or_none
 from onthefly.errors import ConfigurationError
-from onthefly.protocol import METRICS_BODIES, EpochBody, MetricsBody, RunConfigBody, Split
+from onthefly.protocol import EpochBody, MetricsBody, RunConfigBody, Split
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +98,11 @@ class Telemetry(Callback):
         self._losses: list[torch.Tensor] = []  # a window's micro-batch losses so far
         self._last_step: int | None = None
         self._divided = 1
-        self._outputs_values = False
         self._eval_before: dict[str, int] = {}
         self._epoch_before: dict[str, int] = {}
+        self.step_observers: list[Callable[[Steps], None]] = []
+        """Receive the shipped training steps' host values (the watchdog's rules, the health
+        checks' history), after they are published."""
         self._step_names: set[str] = {"loss"}
         self._failed: set[str] = set()
         self._driver: Driver | None = None
@@ -120,7 +123,6 @@ class Telemetry(Callback):
         self._losses = []
         run = self._driver = driver(trainer)
         self._divided = run.accumulation()
-        self._outputs_values = run.values_in_outputs
         self._norms = GradNorms()
         self._recorder.norm_of = self._norms.of
         self._logs.install()
@@ -209,60 +211,112 @@ class Telemetry(Callback):
             log.warning("OnTheFly could not %s; training goes on", action, exc_info=True)
 
     def _receive(self, segment: Segment) -> None:
-        """The recorder's rows: one buffered row per optimizer step they complete."""
+        """The recorder's rows: one buffered step per optimizer step they complete."""
         if not self.session.active or self._driver is None:
             return
         try:
-            steps = self._steps(segment)
+            steps = self._usual_steps(segment) or self._window_steps(segment)
         except Exception:
             self._warn_once("record a step")
             return
-        if steps:
-            self._buffer.add_all(steps)
+        if steps.step:
+            self._buffer.add_steps(steps)
 
-    def _steps(self, segment: Segment) -> list[tuple[int, int, dict[str, Value]]]:
-        run = self._driver
-        assert run is not None
-        out: list[tuple[int, int, dict[str, Value]]] = []
-        last, losses, epoch = self._last_step, self._losses, segment.epoch
-        for (step, outputs, _, _, extra), lrs in zip(
-            segment.rows, segment.lrs_by_row(), strict=True
+    def _usual_steps(self, segment: Segment) -> Steps | None:
+        """The usual segment at once, as columns: every batch an optimizer step, each with a
+        loss tensor of its own; ``None`` for anything else (see :meth:`_window_steps`)."""
+        rows = segment.rows
+        steps = [row[0] for row in rows]
+        losses = [row[1] for row in rows]
+        if (
+            self._divided != 1
+            or self._losses
+            or steps[0] == self._last_step
+            or any(a >= b for a, b in itertools.pairwise(steps))
+            or not all(type(loss) is torch.Tensor and loss.ndim == 0 for loss in losses)
         ):
-            loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+            return None
+        n = len(rows)
+        values: dict[str, list[Any]] = {"loss": losses}
+        self._lr_columns(segment, values)
+        for index, row in enumerate(rows):
+            extra = row[4]
+            if extra:
+                self._extra_values(values, extra, index, n)
+        self._last_step = steps[-1]
+        return Steps(steps, [segment.epoch] * n, values)
+
+    def _window_steps(self, segment: Segment) -> Steps:
+        """Any segment: micro-batches of a window of accumulation add up to one step (its
+        loss their mean), batches without a loss add none."""
+        values: dict[str, list[Any]] = {}
+        steps: list[int] = []
+        last, losses = self._last_step, self._losses
+        for (step, loss, _, _, extra), lrs in zip(segment.rows, segment.lrs_by_row(), strict=True):
             if isinstance(loss, torch.Tensor) and (loss.ndim == 0 or loss.numel() == 1):
                 losses.append(loss.detach() if loss.requires_grad else loss)
             if step == last:
                 continue  # a micro-batch of a window whose optimizer step is still to come
-            values: dict[str, Value] = {}
+            index = len(steps)
+            steps.append(int(step))
             for name, lr in lrs.items():
-                value = lr if type(lr) is float else scalar_or_none(lr)
-                if value is not None:
-                    values[name] = value
-            if extra:
-                values.update(extra)
-            if self._outputs_values and isinstance(outputs, dict) and len(outputs) > 1:
-                logged = run.step_values(outputs)
-                self._step_names.update(logged)
-                for name, value in logged.items():
-                    values.setdefault(name, value)  # the optimizer's own names win
-            elif extra:
-                self._step_names.update(n for n in extra if not n.startswith("grad_norm"))
+                _put(values, name, lr if type(lr) is float else scalar_or_none(lr), index)
             if losses:
                 usual = self._divided == 1 and len(losses) == 1
-                values["loss"] = losses[0] if usual else _step_loss(losses, self._divided)
+                loss = losses[0] if usual else _step_loss(losses, self._divided)
+                _put(values, "loss", loss, index)
                 losses = []
-            out.append((int(step), epoch, values))
+            if extra:
+                self._extra_values(values, extra, index, index + 1)
             last = step
         self._last_step, self._losses = last, losses
-        return out
+        for column in values.values():  # the steps after a column's last value lack it too
+            column.extend([None] * (len(steps) - len(column)))
+        return Steps(steps, [segment.epoch] * len(steps), values)
 
-    def _ship(self, rows: list[Row]) -> None:
-        # One validation and one publication for the batch: this runs on the training thread.
+    def _lr_columns(self, segment: Segment, values: dict[str, list[Any]]) -> None:
+        """Each learning rate as a column (a rate that did not change: one list product)."""
+        n = len(segment.rows)
+        changes = segment.lrs
+        if len(changes) == 1:
+            for name, lr in changes[0][1].items():
+                values[name] = [lr if type(lr) is float else scalar_or_none(lr)] * n
+            return
+        for index, lrs in enumerate(segment.lrs_by_row()):
+            for name, lr in lrs.items():
+                _put(values, name, lr if type(lr) is float else scalar_or_none(lr), index)
+        for column in values.values():
+            column.extend([None] * (n - len(column)))
+
+    def _extra_values(
+        self, values: dict[str, list[Any]], extra: dict[str, Any], index: int, n: int
+    ) -> None:
+        # Gradient norms are ours; a value the step logged under a learning rate's or the
+        # norm's name does not replace them.
+        for name, value in extra.items():
+            column = values.get(name)
+            if column is None:
+                column = values[name] = [None] * n
+            elif len(column) <= index:
+                column.extend([None] * (index + 1 - len(column)))
+            if name.startswith("grad_norm"):
+                column[index] = value
+            else:
+                self._step_names.add(name)
+                if column[index] is None:
+                    column[index] = value
+
+    def _ship(self, steps: Steps) -> None:
+        # One publication for the batch: this runs on the training thread. The server's pump
+        # validates the events as it numbers them.
         bodies = [
-            {"split": "train", "step": step, "epoch": epoch, "values": values}
-            for step, epoch, values in rows
-        ]
-        self.session.publish_all(METRICS_BODIES.validate_python(bodies))
+            {"type": "metrics", "split": "train", "step": row.step, "epoch": row.epoch,
+             "values": row.values}
+            for row in steps.rows()
+        ]  # fmt: skip
+        self.session.publish_fields("metrics", bodies)
+        for observe in self.step_observers:
+            observe(steps)
 
     def _eval_started(self, trainer: TrainerHost) -> None:
         self._clock.forget_gap()
@@ -362,3 +416,12 @@ def _step_loss(losses: list[torch.Tensor], divided: int) -> torch.Tensor:
         return stacked.mean()
     total = stacked.sum()
     return total if len(losses) == divided else total * (divided / len(losses))
+
+
+def _put(values: dict[str, list[Any]], name: str, value: Any, index: int) -> None:
+    """Set step ``index``'s ``name`` (the column grows with ``None`` up to it)."""
+    column = values.get(name)
+    if column is None:
+        column = values[name] = []
+    column.extend([None] * (index - len(column)))
+    column.append(value)

@@ -31,6 +31,7 @@ from lightning.pytorch import Callback
 from onthefly import environment
 from onthefly.callbacks._alert_rules import LossSpikes, NonFinite, Stalls, Verdict
 from onthefly.callbacks._runtime_sampler import StepClock
+from onthefly.callbacks._step_buffer import Steps
 from onthefly.callbacks.session import RunSession
 from onthefly.drivers.base import TrainerHost
 from onthefly.protocol import AlertBody, AlertKind, Severity
@@ -130,20 +131,29 @@ class Watchdog(Callback):
 
     # ------------------------------------------------------------------ values
 
+    def observe_steps(self, steps: Steps) -> None:
+        """Telemetry's shipped training steps: each rule looks at its column at once, which
+        costs a few calls per batch of steps rather than per step (on the training thread)."""
+        for name, column in steps.values.items():
+            if name == "loss" or name.startswith("grad_norm"):
+                self._check(name, *_present(steps.step, column))
+
     def _on_metrics(self, payloads: list[dict[str, Any]]) -> None:
-        # On the training thread, for every shipped batch of steps: each rule looks at its
-        # column at once, which costs a few calls per batch rather than per step.
+        # The other published training values (an epoch's, the shipped steps come to
+        # observe_steps), looked at the same way.
         rows = [(p["step"], p["values"]) for p in payloads if p["split"] == "train"]
         for name in dict.fromkeys([name for _, values in rows for name in values]):
             if name == "loss" or name.startswith("grad_norm"):
-                steps, values = _column(rows, name)
-                if name == "loss":
-                    loss, spikes = self._loss, self._spikes
-                    self._publish_all("nonfinite_loss", "error", loss.observe_all(steps, values))
-                    self._publish_all("loss_spike", "warning", spikes.observe_all(steps, values))
-                else:
-                    rule = self._norms.get(name) or self._norm_rule(name)
-                    self._publish_all("nonfinite_grad", "error", rule.observe_all(steps, values))
+                self._check(name, *_column(rows, name))
+
+    def _check(self, name: str, steps: list[int], values: list[float]) -> None:
+        if name == "loss":
+            loss, spikes = self._loss, self._spikes
+            self._publish_all("nonfinite_loss", "error", loss.observe_all(steps, values))
+            self._publish_all("loss_spike", "warning", spikes.observe_all(steps, values))
+        else:
+            rule = self._norms.get(name) or self._norm_rule(name)
+            self._publish_all("nonfinite_grad", "error", rule.observe_all(steps, values))
 
     def _publish_all(
         self, kind: AlertKind, severity: Severity, verdicts: list[tuple[int, Verdict]]
@@ -226,6 +236,14 @@ def _column(rows: list[tuple[int, dict[str, Any]]], name: str) -> tuple[list[int
     """The steps that have a float ``name``, and its values."""
     pairs = [(step, values[name]) for step, values in rows if name in values]
     pairs = [(step, value) for step, value in pairs if type(value) is float]
+    return [step for step, _ in pairs], [value for _, value in pairs]
+
+
+def _present(steps: list[int], column: list[Any]) -> tuple[list[int], list[float]]:
+    """The steps that have a value in ``column`` (host floats, ``None`` where absent)."""
+    if None not in column:
+        return steps, column
+    pairs = [(step, value) for step, value in zip(steps, column, strict=True) if value is not None]
     return [step for step, _ in pairs], [value for _, value in pairs]
 
 

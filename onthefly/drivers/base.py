@@ -135,8 +135,9 @@ class Driver(ABC):
     fetches_ahead: ClassVar[bool]
     distributed_copies: ClassVar[bool]
     values_in_outputs: ClassVar[bool]
-    """The values a step logs are in its outputs (read whenever the step is shipped), rather
-    than kept by the trainer until the next step (read at once: :meth:`step_log`)."""
+    """The values a step logs are the extra keys of its outputs (read at the step's end when
+    it has some), rather than kept by the trainer until the next step (read at the step's
+    end while :meth:`step_log` is truthy)."""
 
     def __init__(self, trainer: Any) -> None:
         self.trainer = trainer

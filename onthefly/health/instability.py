@@ -23,7 +23,7 @@ import itertools
 import math
 import statistics
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,27 +49,42 @@ class StepRecord:
 
 
 class StepHistory:
-    """The last ``size`` training steps, fed from published ``metrics`` payloads.
+    """The last ``size`` training steps, fed from the values shipped to the dashboards.
 
     Example:
         >>> history = StepHistory(size=3)
-        >>> history.record([{"split": "train", "step": 1, "values": {"loss": 0.5}}])
+        >>> history.record_columns([1, 2], {"loss": [0.5, 0.25], "lr": [0.1, 0.1]})
         >>> [r.loss for r in history.records()]
-        [0.5]
+        [0.5, 0.25]
     """
 
     def __init__(self, size: int = 2000) -> None:
-        # Payloads are kept as published and read into StepRecords only when a check asks:
-        # recording runs for every step the telemetry ships.
-        self._records: deque[Mapping[str, Any]] = deque(maxlen=size)
+        # Columns are kept as shipped and read into StepRecords only when a check asks:
+        # recording runs for every batch of steps the telemetry ships.
+        self.size = size
+        self._chunks: deque[tuple[Sequence[int], Mapping[str, Sequence[float | None]]]] = deque()
+        self._kept = 0
 
-    def record(self, payloads: Iterable[Mapping[str, Any]]) -> None:
-        """Keep ``metrics`` events' training values, in order (other splits are ignored)."""
-        self._records.extend([p for p in payloads if p.get("split", "train") == "train"])
+    def record_columns(
+        self, steps: Sequence[int], values: Mapping[str, Sequence[float | None]]
+    ) -> None:
+        """Keep a batch of training steps: ``values[name][i]`` is step ``steps[i]``'s value
+        (``None``: it has none)."""
+        if not steps:
+            return
+        self._chunks.append((steps, values))
+        self._kept += len(steps)
+        while self._kept - len(self._chunks[0][0]) >= self.size:
+            self._kept -= len(self._chunks.popleft()[0])
 
     def records(self) -> list[StepRecord]:
         """The kept steps, oldest first."""
-        return [_step_record(payload) for payload in self._records]
+        out = [
+            _step_record(step, {name: column[i] for name, column in values.items()})
+            for steps, values in self._chunks
+            for i, step in enumerate(steps)
+        ]
+        return out[-self.size :]
 
     def state_dict(self) -> dict[str, Any]:
         """The kept steps as plain lists (for exports)."""
@@ -79,18 +94,16 @@ class StepHistory:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output."""
-        self._records.clear()
+        self._chunks.clear()
+        self._kept = 0
         for step, loss, norm, lrs in state.get("steps", []):
-            values = {"loss": loss, "grad_norm": norm, **lrs}
-            self._records.append({"split": "train", "step": step, "values": values})
+            values = {"loss": [loss], "grad_norm": [norm], **{k: [v] for k, v in lrs.items()}}
+            self.record_columns([step], values)
 
 
-def _step_record(payload: Mapping[str, Any]) -> StepRecord:
-    values = payload.get("values") or {}
+def _step_record(step: int, values: Mapping[str, Any]) -> StepRecord:
     lrs = {k: float(v) for k, v in values.items() if k.startswith("lr") and v is not None}
-    return StepRecord(
-        int(payload["step"]), _float(values.get("loss")), _float(values.get("grad_norm")), lrs
-    )
+    return StepRecord(int(step), _float(values.get("loss")), _float(values.get("grad_norm")), lrs)
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ class DefaultTrainingStep:
 
     def __call__(self, batch: Any, state: StepState) -> dict[str, Any]:
         loss, preds, target = _loss(batch, state, self._batch_keys)
-        observe(state.loss_fn, preds, target)  # per-sample losses, when recording
+        observe(state.loss_fn, preds, target, loss)  # per-sample losses, when recording
         optimizer, scaler, hooks = state.optimizer, state.scaler, self._hooks.step
         for hook in hooks.before_zero_grad:
             hook(hooks.trainer, hooks.model, optimizer)

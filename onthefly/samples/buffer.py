@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from onthefly.samples.attribution import Ids
-from onthefly.samples.capture import SampleValues, host_values
+from onthefly.samples.capture import SampleValues, host_hits
 from onthefly.samples.loss_spec import LossCall
 from onthefly.transfers import Batches, HostCopy, copy_to_host
 
@@ -66,7 +66,7 @@ _COLUMNS = (
     ("loss", np.float32, np.nan),
     ("correct", np.float32, np.nan),
     ("label", np.float64, np.nan),
-    ("predicted", np.int64, -1),
+    ("hit", np.int8, -1),  # 1: the label has the highest score, 0: it has not, -1: unknown
 )
 
 
@@ -95,10 +95,10 @@ class _Transfer:
             for name, dtype, fill in _COLUMNS
         }
         loss, correct, label = columns["loss"], columns["correct"], columns["label"]
-        if "predicted" in self.parts:
+        if "hit" in self.parts:
             ignore = next((r[3].ignore for r in self.rows if r[3].ignore is not None), None)
-            from_classes = host_values(loss, label, columns["predicted"], ignore)
-            correct = np.where(np.isnan(correct), from_classes, correct)
+            from_hits = host_hits(loss, label, columns["hit"], ignore)
+            correct = np.where(np.isnan(correct), from_hits, correct)
         rows = self.rows
         return Chunk(
             ids=self._ids(),
@@ -134,15 +134,21 @@ def _host(part: HostCopy | None, dtype: type, fill: float, total: int) -> np.nda
     return part.host.numpy().astype(dtype)
 
 
-def _classes(predicted: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
-    """Predicted classes from batches that left their ``[B, C]`` scores (argmax deferred):
-    one argmax for the whole copy instead of one kernel per training step."""
-    scores = [t for t in predicted if t is not None and t.ndim == 2]
-    if not scores:
-        return predicted
-    if len(scores) == len(predicted) and len({t.shape[1] for t in scores}) == 1:
-        return [torch.cat(scores).argmax(1)]
-    return [t.argmax(1) if t is not None and t.ndim == 2 else t for t in predicted]
+def hits(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Whether each row's label has the row's highest score (a tie counts): the correctness
+    of one-target predictions, in two reductions (an ``argmax`` over a few classes costs
+    several times as much per row). Labels out of range (an ``ignore_index``) are looked up
+    anywhere: the host masks them."""
+    safe = labels.clamp(0, scores.shape[1] - 1).unsqueeze(1)
+    return scores.gather(1, safe).squeeze(1) >= scores.amax(1)
+
+
+def _row_hits(values: SampleValues) -> torch.Tensor | None:
+    """One batch's :func:`hits`, from its kept scores or predicted classes."""
+    predicted, label = values.predicted, values.label
+    if predicted is None or label is None:
+        return None
+    return hits(predicted, label) if predicted.ndim == 2 else predicted == label
 
 
 def _losses(rows: list[_Row]) -> list[torch.Tensor | None]:
@@ -190,7 +196,7 @@ def _left_to_copy(values: SampleValues) -> _Deferred | None:
 def _left_to_copy_alike(rows: list[_Row]) -> dict[str, torch.Tensor | None] | None:
     """The usual copy's columns at once: when every batch left its loss to the copy and they
     all join one group (:meth:`_Deferred.joins`: the same loss call, scores alike), the scores
-    and labels are concatenated once each, and give the losses and the predicted classes.
+    and labels are concatenated once each, and give the losses and the hits.
     ``None`` for any other mix of batches."""
     first = _left_to_copy(rows[0][3])
     if first is None or first.scores.ndim != 2:
@@ -202,7 +208,7 @@ def _left_to_copy_alike(rows: list[_Row]) -> dict[str, torch.Tensor | None] | No
     scores = torch.cat([deferred.scores for deferred in group])
     labels = torch.cat([deferred.label for deferred in group])
     loss = first.call(scores, labels)
-    return {"loss": loss, "correct": None, "label": labels, "predicted": scores.argmax(1)}
+    return {"loss": loss, "correct": None, "label": labels, "hit": hits(scores, labels)}
 
 
 def _evaluate(group: list[_Deferred]) -> list[torch.Tensor | None]:
@@ -217,16 +223,14 @@ def _column(
     name: str, sizes: np.ndarray, tensors: list[torch.Tensor | None]
 ) -> torch.Tensor | None:
     """One column of every batch as one tensor; batches without it get ``NaN``/``-1``."""
-    if name == "predicted":
-        tensors = _classes(tensors)
     present = [t for t in tensors if t is not None]
     if not present:
         return None
     if len(present) < len(tensors):  # rare: the batches differ in what they report
         like = present[0]
-        classes = name == "predicted"
-        fill = -1 if classes else float("nan")
-        dtype = like.dtype if classes else torch.float64
+        flags = name == "hit"
+        fill = -1 if flags else float("nan")
+        dtype = torch.int8 if flags else torch.float64
         tensors = [
             torch.full((int(size),), fill, dtype=dtype, device=like.device)
             if t is None
@@ -296,14 +300,13 @@ def _columns(rows: list[_Row], sizes: np.ndarray) -> dict[str, HostCopy]:
     """Each column of the rows as one tensor, its copy to the host started."""
     columns = _left_to_copy_alike(rows)
     if columns is None:
-        columns = {
-            name: _column(
-                name,
-                sizes,
-                _losses(rows) if name == "loss" else [getattr(row[3], name) for row in rows],
-            )
-            for name, _, _ in _COLUMNS
+        by_name: dict[str, list[torch.Tensor | None]] = {
+            "loss": _losses(rows),
+            "correct": [row[3].correct for row in rows],
+            "label": [row[3].label for row in rows],
+            "hit": [_row_hits(row[3]) for row in rows],
         }
+        columns = {name: _column(name, sizes, by_name[name]) for name, _, _ in _COLUMNS}
     tensor_ids = [row[2] for row in rows if isinstance(row[2], torch.Tensor)]
     if tensor_ids:
         columns["ids"] = torch.cat(tensor_ids)

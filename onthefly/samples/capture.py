@@ -6,7 +6,11 @@ bit-identical: PyTorch's fused reductions sum in a different order.) Alongside t
 the same detached predictions and targets, the loss function is evaluated once more with
 ``reduction="none"`` — the loss function only, never the model; for an unweighted
 cross-entropy or NLL on small scores that evaluation is left to the copy to the host
-(:class:`~onthefly.samples.loss_spec.LossCall`), once for many batches.
+(:class:`~onthefly.samples.loss_spec.LossCall`), once for many batches. For an unweighted
+cross-entropy the copy does not even compute the log-softmax again: it keeps the
+log-probabilities the loss computed itself, which autograd saved for its backward pass (the
+loss's ``grad_fn``'s ``_saved_self``, PyTorch's documented view of saved tensors), and takes
+each sample's negative log-likelihood from them: the bits ``reduction="none"`` gives.
 
 Each sample's loss is what the user's loss would give on a batch holding that sample alone:
 
@@ -28,6 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from onthefly.samples.loss_spec import LossCall, LossSpec
 
@@ -72,6 +77,20 @@ class SampleValues(NamedTuple):
         if self.unreduced is None or self.predicted is None or self.label is None:
             raise ValueError("these values hold no loss, nor the scores and call to compute it")
         return self.unreduced(self.predicted, self.label)
+
+
+def host_hits(
+    loss: np.ndarray, label: np.ndarray, hit: np.ndarray, ignore: int | None
+) -> np.ndarray:
+    """Finish one-target values on the host: ``NaN`` losses for ignored targets (in place),
+    and the correctness from the hits (``1``: the label scored highest; ``-1``: unknown),
+    ``NaN`` where unknown."""
+    known = np.isfinite(label) & (hit >= 0)
+    if ignore is not None:
+        ignored = label == ignore
+        loss[ignored] = np.nan
+        known &= ~ignored
+    return np.where(known, hit.astype(np.float32), np.float32(np.nan))
 
 
 def host_values(
@@ -134,18 +153,30 @@ def per_sample(
     return SampleValues(loss)
 
 
-def training_values(spec: LossSpec, preds: Any, target: Any, n: int) -> SampleValues | None:
+def training_values(
+    spec: LossSpec, preds: Any, target: Any, n: int, result: Any = None
+) -> SampleValues | None:
     """A training batch's values from its loss call: :func:`per_sample` keeping the scores,
     with the usual case (one class target per sample, small scores) taken first.
 
-    That case launches no kernel at all: the detached scores and the targets are kept with
-    the loss call that gives their losses (:attr:`SampleValues.unreduced`), which the copy to
-    the host evaluates once for many batches. It is taken only on single or double precision
-    scores: autocast, which converts a cross-entropy's half-precision inputs to single
+    That case launches no kernel at all: the targets are kept with the loss's own
+    log-probabilities (read from ``result``'s autograd node, see the module docstring) and
+    the NLL call that gives each sample's loss from them, or else with the detached scores
+    and the loss call itself (:attr:`SampleValues.unreduced`); the copy to the host
+    evaluates that call once for many batches. Scores are kept only in single or double
+    precision: autocast, which converts a cross-entropy's half-precision inputs to single
     precision, leaves those as they are, so the later call outside the step's autocast
-    region computes the same bits. The checks are a few attribute reads, in one function:
-    this runs at every training step, where each Python call costs microseconds, its code no
+    region computes the same bits (the log-probabilities are what the loss computed,
+    whatever the precision). The checks are a few attribute reads, in one function: this
+    runs at every training step, where each Python call costs microseconds, its code no
     longer in the CPU's caches.
+
+    Args:
+        spec: the loss function, from :func:`describe_loss`.
+        preds: the predictions the loss function got.
+        target: the targets it got.
+        n: the number of samples in the batch.
+        result: what the loss function returned, if known.
     """
     if spec.class_index and type(preds) is torch.Tensor and type(target) is torch.Tensor:
         shape = preds.shape
@@ -153,14 +184,38 @@ def training_values(spec: LossSpec, preds: Any, target: Any, n: int) -> SampleVa
             preds.ndim == 2
             and shape[0] == n
             and n * shape[1] <= DEFERRED_SCORES
-            and preds.dtype in _KEPT_EXACT
             and target.dtype is torch.long
             and target.shape == (n,)
         ):
             call = spec.deferred()
-            if call is not None:  # class indices need no detaching: they carry no gradient
+            # Class indices need no detaching: they carry no gradient.
+            if call is not None and call.label_smoothing == 0.0:
+                node: Any = getattr(result, "grad_fn", None)
+                if type(node) is NLL_NODE:  # the loss's log-probabilities, saved for backward
+                    logp = node._saved_self.detach()
+                    if logp.shape == shape:
+                        return SampleValues(None, None, target, logp, call.ignore_index, nll(call))
+            if call is not None and preds.dtype in _KEPT_EXACT:
                 return SampleValues(None, None, target, preds.detach(), spec.ignore_index, call)
     return per_sample(spec, preds, target, n, correctness=False, scores=True)
+
+
+NLL_NODE: Any = type(
+    F.nll_loss(torch.zeros(1, 2, requires_grad=True), torch.zeros(1, dtype=torch.long)).grad_fn
+)
+"""The autograd node of an NLL loss (the last node of a cross-entropy without smoothing):
+its ``_saved_self`` is the loss's input, the log-probabilities."""
+
+_NLL_CALLS: dict[int, LossCall] = {}
+
+
+def nll(call: LossCall) -> LossCall:
+    """The NLL call with ``call``'s ``ignore_index``: the per-sample losses from the
+    log-probabilities a cross-entropy or NLL loss computed."""
+    made = _NLL_CALLS.get(call.ignore_index)
+    if made is None:
+        made = _NLL_CALLS[call.ignore_index] = LossCall(F.nll_loss, call.ignore_index)
+    return made
 
 
 _KEPT_EXACT = (torch.float32, torch.float64)

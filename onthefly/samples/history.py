@@ -1,11 +1,14 @@
-"""The full per-sample training history, as Parquet files in the run's temporary folder.
+"""The full per-sample training history, as Parquet files in the run's temporary folder;
+and the thread that folds the observations into the run's per-sample statistics.
 
 Every observation (step, epoch, index, loss, correct) is kept, in part files of complete
 Parquet (``part-00000.parquet``, …) so that the folder is readable — and copyable by a
-session export — at any flush. A daemon thread does the encoding and writing, a few calls
-per part of 2^18 rows, most of their time in Arrow without the GIL. The training thread keeps
-the chunks of a part until it is full and only then hands them over: a thread woken for
-every chunk would take the GIL from it each time. Read it back with
+session export — at any flush. A daemon thread does the folding, encoding and writing, a
+few calls per hand-over of 2^16 rows (about five hundred batches), most of their time in
+NumPy and Arrow without the GIL. The training thread keeps the chunks until a hand-over is
+full and only then gives them away: a thread woken for every chunk would take the GIL from
+it each time, and a fold of many small chunks would hand the GIL back and forth a hundred
+times where a fold of one large chunk does a dozen times. Read it back with
 ``pyarrow.parquet.read_table(folder)``.
 """
 
@@ -14,6 +17,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -34,13 +39,20 @@ SCHEMA = pa.schema(
     ]
 )
 
+HAND_OVER_ROWS = 1 << 16
+"""Rows gathered on the training thread before the history thread folds and keeps them."""
+
 
 class HistoryWriter:
-    """Writes chunks to ``folder`` as Parquet parts of about ``rows_per_part`` rows.
+    """Folds chunks into ``fold`` and writes them to ``folder`` as Parquet parts of about
+    ``rows_per_part`` rows, on a thread of its own.
 
     Args:
         folder: where the part files go (created if missing).
-        rows_per_part: rows gathered before a part is written (a flush writes what it has).
+        rows_per_part: rows written together as one part (a flush writes what it has).
+        fold: receives each chunk (a few concatenated) before it is written, on the
+            writer's thread: the run's :class:`~onthefly.samples.store.TrainingStats`.
+        hand_over_rows: rows gathered before the writer's thread takes them.
 
     Example:
         >>> writer = HistoryWriter(tmp_path / "history")  # doctest: +SKIP
@@ -48,67 +60,105 @@ class HistoryWriter:
         >>> pq.read_table(tmp_path / "history").num_rows  # doctest: +SKIP
     """
 
-    def __init__(self, folder: Path, rows_per_part: int = 1 << 18) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        rows_per_part: int = 1 << 18,
+        fold: Callable[[Chunk], None] | None = None,
+        hand_over_rows: int = HAND_OVER_ROWS,
+    ) -> None:
         self.folder = folder
         self._rows_per_part = rows_per_part
-        self._part: list[Chunk] = []  # the part being gathered, on the caller's thread
+        self._fold = fold
+        self._hand_over_rows = min(hand_over_rows, rows_per_part)
+        self._gathered: list[Chunk] = []  # on the caller's thread, until handed over
+        self._gathered_rows = 0
+        self._part: list[Chunk] = []  # folded, not written yet (the writer's thread)
         self._part_rows = 0
-        # Parts to write; an Event: set it once what came before is written; None: stop.
-        self._queue: queue.Queue[list[Chunk] | threading.Event | None] = queue.Queue()
+        # Chunks to fold and keep; (write, Event): write what is kept if asked, then set the
+        # event (everything before it is done); None: stop.
+        self._queue: queue.Queue[list[Chunk] | tuple[bool, threading.Event] | None] = queue.Queue()
         self._parts = 0
         self.rows_written = 0
         self._failed = False
+        self._fold_failed = False
         self._thread = threading.Thread(target=self._run, name="onthefly-history", daemon=True)
         self._thread.start()
 
     def add(self, chunk: Chunk) -> None:
-        """Add one chunk (never blocks; a full part is handed to the writer's thread)."""
-        self._part.append(chunk)
-        self._part_rows += len(chunk)
-        if self._part_rows >= self._rows_per_part:
+        """Add one chunk (never blocks; a full hand-over goes to the writer's thread)."""
+        self._gathered.append(chunk)
+        self._gathered_rows += len(chunk)
+        if self._gathered_rows >= self._hand_over_rows:
             self._hand_over()
 
+    def sync(self) -> None:
+        """Fold everything added so far, and wait until it is done (queries read it then)."""
+        self._wait(write=False)
+
     def flush(self) -> None:
-        """Write everything added so far as complete files, and wait until it is done."""
-        self._hand_over()
-        if self._thread.is_alive():
-            written = threading.Event()
-            self._queue.put(written)
-            written.wait()
+        """Fold and write everything added so far as complete files, and wait until done."""
+        self._wait(write=True)
 
     def close(self) -> None:
         """Flush, then stop the writer thread."""
-        self._hand_over()
+        self.flush()
         if self._thread.is_alive():
             self._queue.put(None)
             self._thread.join()
 
+    def _wait(self, write: bool) -> None:
+        self._hand_over()
+        if self._thread.is_alive():
+            done = threading.Event()
+            self._queue.put((write, done))
+            done.wait()
+
     def _hand_over(self) -> None:
-        if self._part:
-            self._queue.put(self._part)
-            self._part, self._part_rows = [], 0
+        if self._gathered:
+            self._queue.put(self._gathered)
+            self._gathered, self._gathered_rows = [], 0
 
     def _run(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            if isinstance(item, threading.Event):
-                item.set()
-            else:
-                self._write(item)
+            if isinstance(item, tuple):
+                write, done = item
+                if write:
+                    self._write()
+                done.set()
+                continue
+            chunk = _joined(item)
+            self._fold_in(chunk)
+            self._part.append(chunk)
+            self._part_rows += len(chunk)
+            if self._part_rows >= self._rows_per_part:
+                self._write()
 
-    def _write(self, chunks: list[Chunk]) -> None:
+    def _fold_in(self, chunk: Chunk) -> None:
+        if self._fold is None or self._fold_failed:
+            return
+        try:
+            self._fold(chunk)
+        except Exception:  # a bug here must not end the thread (sync and flush wait for it)
+            self._fold_failed = True
+            log.exception("OnTheFly stops updating the per-sample statistics")
+
+    def _write(self) -> None:
+        chunks, self._part, self._part_rows = self._part, [], 0
         if not chunks or self._failed:
             return
         try:
+            chunk = _joined(chunks)
             table = pa.table(
                 [
-                    pa.array(np.concatenate([c.step for c in chunks])),
-                    pa.array(np.concatenate([c.epoch for c in chunks])),
-                    pa.array(np.concatenate([c.ids for c in chunks])),
-                    pa.array(np.concatenate([c.loss for c in chunks])),
-                    pa.array(np.concatenate([c.correct for c in chunks])),
+                    pa.array(chunk.step),
+                    pa.array(chunk.epoch),
+                    pa.array(chunk.ids),
+                    pa.array(chunk.loss),
+                    pa.array(chunk.correct),
                 ],
                 schema=SCHEMA,
             )
@@ -128,3 +178,10 @@ class HistoryWriter:
             return
         self._parts += 1
         self.rows_written += table.num_rows
+
+
+def _joined(chunks: list[Chunk]) -> Chunk:
+    """One chunk holding ``chunks``' rows, in order."""
+    if len(chunks) == 1:
+        return chunks[0]
+    return Chunk(*(np.concatenate([getattr(c, f.name) for c in chunks]) for f in fields(Chunk)))

@@ -55,7 +55,7 @@ class LossMode(TorchFunctionMode):
             preds = args[0]
             if slot is not None and slot.values is None and _trains(preds):
                 self.seen = True
-                slot.keep(call_spec(func, kwargs), preds, args[1])
+                slot.keep(call_spec(func, kwargs), preds, args[1], result)
         return result
 
     def enter(self) -> None:

@@ -38,11 +38,13 @@ class Slot:
     specs: dict[int, LossSpec | None] = field(default_factory=dict)
     _last: tuple[Any, LossSpec | None] = field(default=(None, None), repr=False)
 
-    def report(self, loss_fn: Any, preds: Any, target: Any) -> None:
+    def report(self, loss_fn: Any, preds: Any, target: Any, result: Any = None) -> None:
         """Compute and keep the batch's values from one loss call (if none were kept yet).
 
         Only a call on predictions that carry gradients counts: an evaluation run from a
         command while the batch is in progress (a test, a scan) runs under ``no_grad``.
+        ``result``: what the call returned, when known (its autograd node may hold the
+        log-probabilities the values are taken from).
         """
         trains = (
             preds.requires_grad
@@ -58,11 +60,11 @@ class Slot:
             self._last = (loss_fn, self.specs[key])
         spec = self._last[1]
         if spec is not None:
-            self.values = training_values(spec, preds, target, self.n)
+            self.values = training_values(spec, preds, target, self.n, result)
 
-    def keep(self, spec: LossSpec, preds: Any, target: Any) -> None:
+    def keep(self, spec: LossSpec, preds: Any, target: Any, result: Any = None) -> None:
         """Compute and keep the batch's values from a described loss call."""
-        self.values = training_values(spec, preds, target, self.n)
+        self.values = training_values(spec, preds, target, self.n, result)
 
 
 CLOSED = SampleValues(None)
@@ -86,15 +88,21 @@ def arm(slot: Slot | None) -> None:
     _local.slot = slot
 
 
-def observe(loss_fn: Any, preds: Any, target: Any) -> None:
+def observe(loss_fn: Any, preds: Any, target: Any, result: Any = None) -> None:
     """Report one loss call to the armed slot; a no-op outside a training batch.
 
     The native trainer's default step calls it after its ``loss_fn(model(x), y)``; custom
     code may call it too.
+
+    Args:
+        loss_fn: the loss function called.
+        preds: its predictions.
+        target: its targets.
+        result: what it returned (optional).
     """
     slot = getattr(_local, "slot", None)  # armed_slot(), inlined: runs at every step
     if slot is not None and slot.values is None:
-        slot.report(loss_fn, preds, target)
+        slot.report(loss_fn, preds, target, result)
 
 
 class LossTap:
@@ -114,14 +122,15 @@ class LossTap:
     def __init__(self, module: nn.Module) -> None:
         self.module = module
 
-        def hook(module: nn.Module, args: Any, kwargs: Any, result: Any) -> None:
+        # A hook without keyword arguments: PyTorch's slower path for hooks that take them
+        # costs microseconds at every call. A loss called with keywords is not seen here
+        # (the tracker then watches the functional calls instead).
+        def hook(module: nn.Module, args: Any, result: Any) -> None:
             slot = getattr(_local, "slot", None)  # armed_slot(), inlined: runs at every step
-            if slot is not None and slot.values is None:
-                preds = args[0] if args else kwargs.get("input")
-                target = args[1] if len(args) > 1 else kwargs.get("target")
-                slot.report(module, preds, target)
+            if slot is not None and slot.values is None and len(args) > 1:
+                slot.report(module, args[0], args[1], result)
 
-        self._handle = module.register_forward_hook(hook, with_kwargs=True)
+        self._handle = module.register_forward_hook(hook)
 
     def remove(self) -> None:
         """Take the hook away."""

@@ -1,18 +1,21 @@
 """What a run knows about each sample: O(dataset size) arrays, never O(steps x batch).
 
 :class:`TrainingStats` folds every training observation into per-sample running values —
-latest loss, step and epoch last seen, count, running mean and variance of the loss and of
-the gold-label probability ``p = exp(-loss)`` (the data map's *confidence* and
-*variability*), and correctness where the loss has class targets — with vectorised updates
-(Welford's algorithm over the distinct samples of a chunk at a time; a sample seen twice in
-one chunk is folded twice, in order). :class:`ScanResult` holds one full pass over a split.
-:class:`SampleStore` keeps both and answers with a :class:`SampleView`, the common shape
-every query reads.
+latest loss, step and epoch last seen, count, the sums of the loss and of its square, the
+same of the gold-label probability ``p = exp(-loss)`` (their means and spreads are the data
+map's *confidence* and *variability*), and correctness where the loss has class targets.
+A fold is a fixed number of NumPy operations whatever the chunk holds: the sums are taken
+with ``np.add.at``, which adds a sample seen several times in order, one observation after
+the other, so the result does not depend on where chunks begin and end (a resumed run that
+ships its values at other moments ends with exactly the same numbers); the latest values
+are those of each sample's last observation. Large chunks fold in a few long operations:
+the sample tracker's history thread folds them, off the training thread.
+:class:`ScanResult` holds one full pass over a split. :class:`SampleStore` keeps both and
+answers with a :class:`SampleView`, the common shape every query reads.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,25 +26,31 @@ from onthefly.samples.buffer import Chunk
 
 Source = Literal["training", "scan"]
 
-_STATS: tuple[str, ...] = ("count", "loss_last", "step_last", "epoch_last", "loss_mean")
-_STATS += ("loss_m2", "conf_mean", "conf_m2", "correct_sum", "correct_count", "label")
+_STATS: tuple[str, ...] = ("count", "loss_last", "step_last", "epoch_last", "loss_sum")
+_STATS += ("loss_sq", "conf_sum", "conf_sq", "correct_sum", "correct_count", "label")
 _DTYPES: dict[str, Any] = {
     "count": np.int64,
     "loss_last": np.float32,
     "step_last": np.int64,
     "epoch_last": np.int64,
-    "loss_mean": np.float64,
-    "loss_m2": np.float64,
-    "conf_mean": np.float64,
-    "conf_m2": np.float64,
+    "loss_sum": np.float64,
+    "loss_sq": np.float64,
+    "conf_sum": np.float64,
+    "conf_sq": np.float64,
     "correct_sum": np.float64,
     "correct_count": np.int64,
     "label": np.float64,
 }
+_MOMENTS = {"loss": ("loss_sum", "loss_sq"), "conf": ("conf_sum", "conf_sq")}
+"""Each value's sum and sum of squares (``loss_mean``/``loss_m2`` and ``conf_mean``/``conf_m2``
+are read from them)."""
 
 
 class TrainingStats:
     """Running per-sample statistics of the training observations.
+
+    ``loss_mean`` and ``conf_mean`` (the means), ``loss_m2`` and ``conf_m2`` (the sums of
+    squared deviations from them) read as arrays too.
 
     Example:
         >>> stats = TrainingStats()
@@ -55,11 +64,19 @@ class TrainingStats:
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {name: _empty(name, 0) for name in _STATS}
         self.last_step = 0
+        self._last = np.empty(0, np.int64)  # scratch: each id's last position in a chunk
 
     def __getattr__(self, name: str) -> np.ndarray:
         arrays = self.__dict__.get("arrays")
         if arrays is not None and name in arrays:
             return arrays[name]
+        value, _, moment = name.rpartition("_")
+        if arrays is not None and value in _MOMENTS and moment in ("mean", "m2"):
+            total, squares = (arrays[n] for n in _MOMENTS[value])
+            count = arrays["count"]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                mean = np.where(count > 0, total / count, 0.0)
+                return mean if moment == "mean" else np.maximum(squares - mean * total, 0.0)
         raise AttributeError(name)
 
     @property
@@ -70,50 +87,49 @@ class TrainingStats:
     def update(self, chunk: Chunk) -> None:
         """Fold one chunk of observations in (``NaN`` losses and negative ids are skipped).
 
-        A sample seen several times in the chunk is folded once per observation, in order,
-        so the result does not depend on where chunks begin and end: a resumed run that
-        ships its values at other moments ends with exactly the same numbers.
+        A sample seen several times in the chunk is folded once per observation, in order
+        (see the module docstring).
         """
-        keep = ~np.isnan(chunk.loss) & (chunk.ids >= 0)
+        ids, loss32 = chunk.ids, chunk.loss
+        keep = ~np.isnan(loss32) & (ids >= 0)
         if not keep.any():
             return
-        ids = chunk.ids
-        columns = [chunk.loss, chunk.step, chunk.epoch, chunk.correct, chunk.label]
+        columns = [loss32, chunk.step, chunk.epoch, chunk.correct, chunk.label]
         if not keep.all():
             ids, columns = ids[keep], [column[keep] for column in columns]
+        loss32, step, epoch, correct, labels = columns
         self._grow(int(ids.max()) + 1)
-        for rows in _rounds(ids, columns[2], self.size):
-            self._fold(ids[rows], *(column[rows] for column in columns))
-        self.last_step = max(self.last_step, int(chunk.step.max()))
-
-    def _fold(
-        self,
-        ids: np.ndarray,
-        loss32: np.ndarray,
-        step: np.ndarray,
-        epoch: np.ndarray,
-        correct: np.ndarray,
-        labels: np.ndarray,
-    ) -> None:
-        """One observation each of distinct ``ids``."""
         a = self.arrays
         loss = loss32.astype(np.float64)
-        count = a["count"]
-        old = count[ids]
-        total = old + 1
-        count[ids] = total
-        _merge(a["loss_mean"], a["loss_m2"], ids, old, total, loss)
-        _merge(a["conf_mean"], a["conf_m2"], ids, old, total, np.exp(-loss))
-        a["loss_last"][ids] = loss32
-        a["step_last"][ids] = step
-        a["epoch_last"][ids] = epoch
+        conf = np.exp(-loss)
+        np.add.at(a["count"], ids, 1)
+        for name, value in (("loss", loss), ("conf", conf)):
+            total, squares = _MOMENTS[name]
+            np.add.at(a[total], ids, value)
+            np.add.at(a[squares], ids, value * value)
+        last = self._last_of(ids)
+        latest = ids[last]
+        a["loss_last"][latest] = loss32[last]
+        a["step_last"][latest] = step[last]
+        a["epoch_last"][latest] = epoch[last]
         known = _known(ids, correct)
         if known is not None:
-            a["correct_sum"][known[0]] += known[1]
-            a["correct_count"][known[0]] += 1
+            np.add.at(a["correct_sum"], known[0], known[1])
+            np.add.at(a["correct_count"], known[0], 1)
         labelled = _known(ids, labels)
         if labelled is not None:
-            a["label"][labelled[0]] = labelled[1]
+            last = self._last_of(labelled[0])
+            a["label"][labelled[0][last]] = labelled[1][last]
+        self.last_step = max(self.last_step, int(step.max()))
+
+    def _last_of(self, ids: np.ndarray) -> np.ndarray:
+        """Which positions of ``ids`` hold each id's last occurrence (a mask)."""
+        positions = np.arange(len(ids))
+        scratch = self._last
+        np.maximum.at(scratch, ids, positions)
+        last = scratch[ids] == positions
+        scratch[ids] = -1  # ready for the next chunk: only the touched entries
+        return last
 
     def _grow(self, size: int) -> None:
         if size <= self.size:
@@ -123,6 +139,7 @@ class TrainingStats:
             grown = _empty(name, capacity)
             grown[: old.shape[0]] = old
             self.arrays[name] = grown
+        self._last = np.full(capacity, -1, np.int64)
 
     def state_dict(self) -> dict[str, Any]:
         """The arrays as tensors (``torch.save(weights_only=True)``-safe)."""
@@ -131,63 +148,31 @@ class TrainingStats:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        state = _from_running_moments(state)
         for name in _STATS:
             if name in state:
                 self.arrays[name] = np.asarray(state[name].numpy(), dtype=_DTYPES[name]).copy()
+        self._last = np.full(self.size, -1, np.int64)
         self.last_step = int(state.get("last_step", 0))
+
+
+def _from_running_moments(state: dict[str, Any]) -> dict[str, Any]:
+    """A state saved with running means and squared deviations (``loss_mean``/``loss_m2``,
+    ``conf_mean``/``conf_m2``: session files written before the store kept sums), as sums."""
+    if "loss_sum" in state or "loss_mean" not in state:
+        return state
+    state = dict(state)
+    count = state["count"].double()
+    for value, (total, squares) in _MOMENTS.items():
+        mean, m2 = state.pop(f"{value}_mean").double(), state.pop(f"{value}_m2").double()
+        state[total] = mean * count
+        state[squares] = m2 + mean * mean * count
+    return state
 
 
 def _empty(name: str, size: int) -> np.ndarray:
     fill = np.nan if name == "label" else 0
     return np.full(size, fill, dtype=_DTYPES[name])
-
-
-def _rounds(ids: np.ndarray, epoch: np.ndarray, size: int) -> list[slice] | list[np.ndarray]:
-    """The chunk's positions in rounds of distinct ids, in order, so that each id's
-    observations are folded in chunk order.
-
-    Within an epoch every id comes once, so the chunk's epochs are tried first, in O(n): each
-    a slice of the chunk (a view, nothing copied). Otherwise (a sampler that draws with
-    replacement, ids repeated within an epoch), every id's first observation, then every
-    second one, and so on, found by a sort (positions stay in chunk order).
-    """
-    cuts = np.flatnonzero(epoch[1:] != epoch[:-1]) + 1
-    bounds = [0, *cuts.tolist(), ids.shape[0]]
-    slots = np.empty(size, np.int64)
-    epochs: list[slice] = []
-    for start, stop in itertools.pairwise(bounds):
-        part, positions = ids[start:stop], np.arange(start, stop)
-        slots[part] = positions
-        if not (slots[part] == positions).all():  # a repeated id keeps only one position
-            return _repeat_rounds(ids)
-        epochs.append(slice(start, stop))
-    return epochs
-
-
-def _repeat_rounds(ids: np.ndarray) -> list[np.ndarray]:
-    positions = np.arange(ids.shape[0])
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-    group_start = np.repeat(starts, np.diff(np.r_[starts, len(ids)]))
-    occurrence = np.empty(len(ids), np.int64)
-    occurrence[order] = np.arange(len(ids)) - group_start
-    return [positions[occurrence == r] for r in range(int(occurrence.max()) + 1)]
-
-
-def _merge(
-    mean: np.ndarray,
-    m2: np.ndarray,
-    ids: np.ndarray,
-    old: np.ndarray,
-    total: np.ndarray,
-    values: np.ndarray,
-) -> None:
-    """Welford's update of the running mean and M2 of distinct ``ids`` with one value each."""
-    before = mean[ids]  # gathered once (``mean[ids] += …`` would gather it again)
-    delta = values - before
-    mean[ids] = before + delta / total
-    m2[ids] += delta**2 * old / total
 
 
 def _known(ids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -373,6 +358,8 @@ def _training_view(stats: TrainingStats, unrecorded: str | None) -> SampleView:
     if len(seen) == 0:
         raise NoData(unrecorded or "no training sample was recorded yet; train a few steps first")
     count = stats.count[seen]
+    confidence = stats.conf_sum[seen] / count
+    spread = np.maximum(stats.conf_sq[seen] / count - confidence * confidence, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         correct = stats.correct_sum[seen] / stats.correct_count[seen]
     return SampleView(
@@ -381,8 +368,8 @@ def _training_view(stats: TrainingStats, unrecorded: str | None) -> SampleView:
         step=stats.last_step,
         ids=seen,
         loss=stats.loss_last[seen].astype(np.float64),
-        confidence=stats.conf_mean[seen],
-        variability=np.sqrt(stats.conf_m2[seen] / count),
+        confidence=confidence,
+        variability=np.sqrt(spread),
         correct=correct,
         margin=np.full(len(seen), np.nan),
         label=stats.label[seen],

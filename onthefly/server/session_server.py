@@ -18,6 +18,7 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from onthefly import environment
 from onthefly.errors import ConfigurationError
@@ -255,7 +256,22 @@ class SessionServer:
         (kind,) = kinds
         self._queue(run, kind, events)
 
-    def _queue(self, run: str, kind: str, events: Sequence[EventBody]) -> None:
+    def publish_fields(self, run: str, kind: str, fields: Sequence[dict[str, Any]]) -> None:
+        """Queue several events of one kind given as their fields, in order: the pump
+        validates each as it numbers it (an invalid one is dropped and reported).
+
+        Raises:
+            ConfigurationError: ``kind`` is ``run_started``.
+        """
+        if kind == "run_started":
+            raise ConfigurationError(
+                "cannot publish 'run_started' events; expected add_run() to announce a run"
+            )
+        self._queue(run, kind, fields)
+
+    def _queue(
+        self, run: str, kind: str, events: Sequence[EventBody] | Sequence[dict[str, Any]]
+    ) -> None:
         if self._closed:
             return  # teardown hooks may still publish after close(): nothing to do
         room = max(BUFFER_SIZE - len(self._buffer), 0)

@@ -44,16 +44,11 @@ def test_amp_skips_and_a_zero_learning_rate() -> None:
     assert "skipped 20 of 100" in summaries
 
 
-def test_history_keeps_training_values_only_and_round_trips() -> None:
+def test_history_keeps_the_last_steps_and_round_trips() -> None:
     history = StepHistory(size=2)
-    history.record([{"split": "train", "step": 1, "values": {"loss": 1, "lr": 0.1}}])
-    history.record(  # a batch of shipped steps, an evaluation's values among them
-        [
-            {"split": "train", "step": 2, "values": {"loss": 2, "lr": 0.1}},
-            {"split": "val", "step": 2, "values": {"val_loss": 9.0}},
-            {"split": "train", "step": 3, "values": {"loss": 3, "lr": 0.1}},
-        ]
-    )
+    history.record_columns([1], {"loss": [1.0], "lr": [0.1]})
+    # A batch of shipped steps: a value a step lacks is None.
+    history.record_columns([2, 3], {"loss": [2.0, 3.0], "lr": [0.1, 0.1], "acc": [None, 0.5]})
     assert [(r.step, r.loss, r.lrs) for r in history.records()] == [
         (2, 2.0, {"lr": 0.1}),
         (3, 3.0, {"lr": 0.1}),
