@@ -15,6 +15,7 @@ steps instead of two more operations per step.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -91,6 +92,7 @@ class _Transfer:
     steps: Steps
     # Per device: the (column, row index) of each stacked value, and their copy.
     parts: list[tuple[list[tuple[str, int]], HostCopy]] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)  # the columns with values on a device
 
     def ready(self) -> bool:
         return all(copy.ready() for _, copy in self.parts)
@@ -101,10 +103,9 @@ class _Transfer:
 
     def result(self) -> Steps:
         steps = self.steps
-        values = {
-            name: [v if v is None or type(v) is float else None for v in column]
-            for name, column in steps.values.items()
-        }
+        values = dict(steps.values)  # columns of host floats (and None) are kept as they are
+        for name in self.copied:
+            values[name] = [v if v is None or type(v) is float else None for v in values[name]]
         for slots, copy in self.parts:
             for (name, index), value in zip(slots, copy.host.tolist(), strict=True):
                 values[name][index] = value
@@ -159,10 +160,18 @@ def _start(parts: list[Steps]) -> _Transfer:
     norm_slots: list[tuple[str, int]] = []
     norms: list[Sequence[torch.Tensor]] = []
     for name, recorded in transfer.steps.values.items():
+        kinds = {type(value) for value in recorded}
+        if kinds <= _ON_HOST:
+            continue  # nothing, or already on the host (learning rates)
+        transfer.copied.append(name)
+        if kinds == _TENSORS:  # the usual column (the losses): all at once
+            slots.extend(zip(itertools.repeat(name), range(len(recorded))))
+            tensors.extend(recorded)
+            continue
         for index, value in enumerate(recorded):
             kind = type(value)
             if value is None or kind is float:
-                continue  # nothing, or already on the host (learning rates)
+                continue
             if kind is Norms:
                 norm_slots.append((name, index))
                 norms.append(value.parts)
@@ -179,6 +188,9 @@ def _start(parts: list[Steps]) -> _Transfer:
         transfer.parts.append((device_slots, copy_to_host(column)))
     return transfer
 
+
+_ON_HOST = frozenset({float, type(None)})
+_TENSORS = frozenset({torch.Tensor})
 
 Columns = dict[torch.device, tuple[list[tuple[str, int]], torch.Tensor]]
 

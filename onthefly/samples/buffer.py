@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -194,21 +194,31 @@ def _left_to_copy(values: SampleValues) -> _Deferred | None:
 
 
 def _left_to_copy_alike(rows: list[_Row]) -> dict[str, torch.Tensor | None] | None:
-    """The usual copy's columns at once: when every batch left its loss to the copy and they
-    all join one group (:meth:`_Deferred.joins`: the same loss call, scores alike), the scores
-    and labels are concatenated once each, and give the losses and the hits.
-    ``None`` for any other mix of batches."""
-    first = _left_to_copy(rows[0][3])
-    if first is None or first.scores.ndim != 2:
+    """The usual copy's columns at once: when every batch left its loss to the copy with the
+    same loss call and kept scores of one dtype (a concatenation of others would promote
+    them: other bits), the scores and labels are concatenated once each (which also checks
+    their devices and classes), and give the losses and the hits. ``None`` for any other
+    mix of batches. A few reads per batch: this runs on the training thread."""
+    call = rows[0][3].unreduced
+    if call is None:
         return None
-    left = (_left_to_copy(row[3]) for row in rows)
-    group = [deferred for deferred in left if deferred is not None and deferred.joins(first)]
-    if len(group) < len(rows):
+    batches = [row[3] for row in rows]
+    if any(v.unreduced != call or v.loss is not None or v.label is None for v in batches):
         return None
-    scores = torch.cat([deferred.scores for deferred in group])
-    labels = torch.cat([deferred.label for deferred in group])
-    loss = first.call(scores, labels)
-    return {"loss": loss, "correct": None, "label": labels, "hit": hits(scores, labels)}
+    kept: list[Any] = [v.predicted for v in batches]
+    if any(t is None or t.ndim != 2 for t in kept) or len({t.dtype for t in kept}) != 1:
+        return None
+    try:
+        scores = torch.cat(kept)
+        labels = torch.cat([v.label for v in batches])  # type: ignore[misc]  # not None: checked
+    except RuntimeError:  # several devices or numbers of classes
+        return None
+    return {
+        "loss": call(scores, labels),
+        "correct": None,
+        "label": labels,
+        "hit": hits(scores, labels),
+    }
 
 
 def _evaluate(group: list[_Deferred]) -> list[torch.Tensor | None]:
@@ -286,8 +296,10 @@ def _start(rows: list[_Row]) -> _Transfer:
 
 
 def _on_host(rows: list[_Row]) -> bool:
-    """Whether every row's tensors are on the CPU (one loop: this runs on the training thread)."""
-    for _, _, ids, values in rows:
+    """Whether the rows' tensors are on the CPU: those of the first and the last batch (a
+    run's batches do not change devices; columns of mixed devices would fail to concatenate
+    either way). A few reads: this runs on the training thread."""
+    for _, _, ids, values in (rows[0], rows[-1]):
         computed = values.loss if values.loss is not None else values.predicted
         if computed is None or computed.device.type != "cpu":
             return False

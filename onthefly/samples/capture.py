@@ -178,25 +178,36 @@ def training_values(
         n: the number of samples in the batch.
         result: what the loss function returned, if known.
     """
-    if spec.class_index and type(preds) is torch.Tensor and type(target) is torch.Tensor:
+    if (
+        spec.class_index
+        and type(preds) is torch.Tensor
+        and type(target) is torch.Tensor
+        and preds.ndim == 2
+        and target.ndim == 1
+    ):
         shape = preds.shape
+        rows, classes = shape
         if (
-            preds.ndim == 2
-            and shape[0] == n
-            and n * shape[1] <= DEFERRED_SCORES
+            rows == n
+            and n * classes <= DEFERRED_SCORES
             and target.dtype is torch.long
-            and target.shape == (n,)
+            and len(target) == n
         ):
             call = spec.deferred()
-            # Class indices need no detaching: they carry no gradient.
-            if call is not None and call.label_smoothing == 0.0:
+            # Class indices need no detaching: they carry no gradient. (A named tuple made
+            # with tuple.__new__: its own __new__ is a Python function.)
+            if call is not None and not call.label_smoothing:
                 node: Any = getattr(result, "grad_fn", None)
                 if type(node) is NLL_NODE:  # the loss's log-probabilities, saved for backward
                     logp = node._saved_self.detach()
                     if logp.shape == shape:
-                        return SampleValues(None, None, target, logp, call.ignore_index, nll(call))
+                        ignore = call.ignore_index
+                        nll_call = _NLL_CALLS.get(ignore) or nll(call)
+                        made = (None, None, target, logp, ignore, nll_call)
+                        return tuple.__new__(SampleValues, made)
             if call is not None and preds.dtype in _KEPT_EXACT:
-                return SampleValues(None, None, target, preds.detach(), spec.ignore_index, call)
+                kept = (None, None, target, preds.detach(), spec.ignore_index, call)
+                return tuple.__new__(SampleValues, kept)
     return per_sample(spec, preds, target, n, correctness=False, scores=True)
 
 

@@ -53,12 +53,13 @@ class Slot:
         )
         if self.values is not None or not trains:
             return
-        if loss_fn is not self._last[0]:  # the usual case: the same loss as the last batch's
+        last, spec = self._last
+        if loss_fn is not last:  # the usual case: the same loss as the last batch's
             key = id(loss_fn)
             if key not in self.specs:
                 self.specs[key] = describe_loss(loss_fn)
-            self._last = (loss_fn, self.specs[key])
-        spec = self._last[1]
+            spec = self.specs[key]
+            self._last = (loss_fn, spec)
         if spec is not None:
             self.values = training_values(spec, preds, target, self.n, result)
 

@@ -78,6 +78,13 @@ class FetchDraws:
         self._watched = state if watch else None
         return state
 
+    def forget(self, loader: Any) -> None:
+        """An epoch's first fetch ran without a state kept (see
+        :attr:`~.data_position.TrackedIterator.adjacent`): look the loader's own generators up
+        again, as :meth:`before` would have."""
+        self._own = loader_rng.OwnGenerators(loader)
+        self._watched = None
+
     def after(self) -> None:
         """The fetch ran: if it was watched, note the generators it drew from."""
         watched, self._watched = self._watched, None

@@ -89,15 +89,19 @@ def track(trainer: TrainerHost, requested: Requested | None, watch: Watch | None
     """
     run = driver(trainer)
     raw = run.train_loaders()
+    # Either fit loop fetches an epoch's first batch right after creating its iterator
+    # (Lightning 2.6's data fetcher prefetches it at once): that fetch needs no state.
     if not run.fetches_ahead:
         if raw and raw[0] is not None:
             run.replace_train_loaders([TrackedLoader.wrap(loader) for loader in raw])
             for loader in run.train_loaders():
-                loader.watch = watch
+                loader.watch, loader.adjacent = watch, True
         return
     if not raw or all(isinstance(loader, TrackedLoader) for loader in raw):
         return
     wrapped = [TrackedLoader.wrap(loader) for loader in raw]
+    for loader in wrapped:
+        loader.adjacent = True
     run.replace_train_loaders(wrapped)
     live = run.live_train_iterators()
     if isinstance(live, list) and len(live) == len(raw):
