@@ -8,10 +8,11 @@ time per step, and once under ``py-spy record`` (``RATE`` samples a second, the 
 paused for each, which slows it), for the shares. Each of the training thread's samples
 inside the training loop (an epoch's work: not the run's start or end) goes to:
 
-* the OnTheFly part its stack passes through first (a callback such as ``Telemetry``, the
-  per-sample capture in the step, the data position around the loader, the session server's
-  code), unless torch code runs below the part: torch code a part runs for the user (the
-  fetch inside the data position's iterator) is the user's;
+* the OnTheFly part its stack passes through (the innermost callback part, such as
+  ``Telemetry`` called with the recorder's rows from the recorder's hooks; else the module
+  of the outermost: the per-sample capture in the step, the data position around the
+  loader, the session server's code), unless torch code runs below the part: torch code a
+  part runs for the user (the fetch inside the data position's iterator) is the user's;
 * else the user's work, named by the innermost of torch's ``utils/data`` (``fetch``),
   ``optim`` (``optimizer step``), ``autograd`` (``backward``) and ``nn`` (``forward``; a loss
   function's code is ``loss``) on the stack: Lightning runs the forward pass and the backward
@@ -72,6 +73,23 @@ _MODULE_PARTS = {
 }
 """Parts named by the module their code is in (functions outside a callback's class)."""
 
+_PARTS = frozenset(
+    {
+        "Recorder",
+        "Checkpointer",
+        "Telemetry",
+        "Watchdog",
+        "SampleTracker",
+        "TestLauncher",
+        "HealthMonitor",
+        "HparamEditor",
+        "ForkSpawner",
+        "PauseGate",
+    }
+)
+"""The parts of :class:`onthefly.OnTheFly`, by class name: a sample goes to the innermost
+one its stack passes through."""
+
 _USER = (
     ("torch/utils/data/", "user: fetch"),
     ("torch/optim/", "user: optimizer step"),
@@ -116,6 +134,11 @@ def part_of(stack: list[str]) -> str | None:
                 return part
         return "user: other torch"
     if own:
+        # The innermost part: the recorder hands its rows to the other parts from its hooks.
+        parts = [frames[i][0].split(".")[0] for i in own]
+        named = [owner for owner in parts if owner in _PARTS]
+        if named:
+            return named[-1]
         function, file = frames[own[0]]
         for prefix, part in _MODULE_PARTS.items():
             if file.startswith(prefix):
@@ -255,6 +278,12 @@ _LIGHTNING = [
         (["Hooks.call (onthefly/native/hooks.py:139)",
           "Telemetry.on_train_batch_end (onthefly/callbacks/telemetry.py:183)",
           "StepBuffer.add (onthefly/callbacks/_step_buffer.py:102)"], "Telemetry"),
+        (["StepHooks call (onthefly/native/loop.py:207)",
+          "Recorder.on_train_batch_end (onthefly/callbacks/_recorder.py:380)",
+          "Recorder._flush (onthefly/callbacks/_recorder.py:460)",
+          "Telemetry._receive (onthefly/callbacks/telemetry.py:218)",
+          "StepBuffer.add_steps (onthefly/callbacks/_step_buffer.py:147)"], "Telemetry"),
+        (["Recorder.on_train_batch_start (onthefly/callbacks/_recorder.py:330)"], "Recorder"),
         (["TrackedIterator.__next__ (onthefly/sessions/data_position.py:134)",
           "_BaseDataLoaderIter.__next__ (torch/utils/data/dataloader.py:732)",
           "record_function.__enter__ (torch/autograd/profiler.py:919)"], "user: fetch"),

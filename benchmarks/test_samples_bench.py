@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader
 
 import onthefly
 from benchmarks.workloads import WORKLOADS, Workload, make_loader
+from onthefly.callbacks._recorder import Recorder
 from onthefly.callbacks.sample_tracker import SampleTracker
 from onthefly.samples import export
 from onthefly.samples.loss_spec import describe_loss
@@ -161,26 +162,32 @@ CAPTURE_RUNS = 7
 def test_training_thread_time_per_batch(
     benchmark: Any, monkeypatch: pytest.MonkeyPatch, work: Workload
 ) -> None:
-    """Seconds the tracker's hooks and the capture take per batch on the training thread,
-    timed around the calls.
+    """Seconds per batch that per-sample capture takes on the training thread, timed around
+    the calls, with tracking on and off in alternating runs.
 
-    Of which: the loss evaluations with ``reduction="none"`` left in the step, timed in place
-    the same way (a cross-entropy on small scores is evaluated with the copy to the host,
-    once per shipment of 64 batches), and the shipments: reading each one on the host (that
-    evaluation included) and folding it into the store, at the batch end that ships it.
+    Per batch the capture is spread over: the recorder's batch hooks (the batch's ids, the
+    slot opened and closed: a few lines inside hooks that run anyway), the loss call's report
+    in the step (``Slot.report``), the hand-over of the recorder's rows to the tracker and
+    the shipments (every 64 batches: the chunk read on the host, the loss evaluated from the
+    kept log-probabilities; the fold and the Parquet write are on the history thread, a few
+    long NumPy and Arrow calls per 2^16 rows). So the figure is what the recorder's hooks take with
+    tracking on less what they take with it off (the rows handed over included in both),
+    plus the report in the step; of which the hand-over and the shipments are given apart,
+    and the loss evaluations with ``reduction="none"``.
 
     The timing itself costs time: in a training step, where little of the code is still in
     the CPU's caches, a timed call costs a microsecond or two more than the call. So the same
     timer is put around three empty hooks of another callback, at the batch's start, before
     the backward pass (right after the loss call, where the capture runs) and at its end:
-    that floor is reported, and the net figure is the tracker's time less the floor.
+    that floor is reported (the on-off difference cancels the two hooks' own).
 
     Other load on a shared machine only ever adds to these times, by tens of percent from
-    one run to the next, so the figures are those of the least of ``CAPTURE_RUNS`` runs (as
-    ``timeit`` advises), with the median of the net figure beside them.
+    one run to the next, so the figures are those of the least of ``CAPTURE_RUNS`` runs of
+    each setting (as ``timeit`` advises), with the median of the net figure beside them.
     """
     torch.set_num_threads(1)
-    spent = {"all": 0.0, "unreduced": 0.0, "shipments": 0.0, "floor": 0.0}
+    keys = ("recorder", "report", "hand-over", "shipments", "unreduced", "floor")
+    spent = dict.fromkeys(keys, 0.0)
     training = threading.main_thread()
 
     def timed(original: Any, key: str) -> Any:
@@ -197,32 +204,39 @@ def test_training_thread_time_per_batch(
 
         return call
 
-    for owner, name in (
-        (SampleTracker, "on_train_batch_start"),
-        (SampleTracker, "on_train_batch_end"),
-        (Slot, "report"),
+    for owner, name, key in (
+        (Recorder, "on_train_batch_start", "recorder"),
+        (Recorder, "on_train_batch_end", "recorder"),
+        (Slot, "report", "report"),
+        (SampleTracker, "_receive_segment", "hand-over"),
+        (SampleTracker, "_receive", "shipments"),
     ):
-        monkeypatch.setattr(owner, name, timed(getattr(owner, name), "all"))
-    monkeypatch.setattr(SampleTracker, "_receive", timed(SampleTracker._receive, "shipments"))
-    monkeypatch.setattr(F, "cross_entropy", timed(F.cross_entropy, "unreduced"))
+        monkeypatch.setattr(owner, name, timed(getattr(owner, name), key))
+    for function in ("cross_entropy", "nll_loss"):
+        monkeypatch.setattr(F, function, timed(getattr(F, function), "unreduced"))
     for name in ("on_train_batch_start", "on_before_backward", "on_train_batch_end"):
         monkeypatch.setattr(_Empty, name, timed(getattr(_Empty, name), "floor"))
-    runs: list[dict[str, float]] = []
+    runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
 
     def run() -> None:
-        spent.update(all=0.0, unreduced=0.0, shipments=0.0, floor=0.0)
-        _steps(work, True, _Empty())
-        runs.append({key: value / work.steps * 1e6 for key, value in spent.items()})
+        for track in (True, False):
+            spent.update(dict.fromkeys(keys, 0.0))
+            _steps(work, track, _Empty())
+            runs[track].append({key: value / work.steps * 1e6 for key, value in spent.items()})
 
     benchmark.pedantic(run, rounds=CAPTURE_RUNS, iterations=1)
-    nets = [figures["all"] - figures["floor"] for figures in runs]
-    least = runs[nets.index(min(nets))]
-    benchmark.extra_info["us_per_batch[hooks + capture]"] = least["all"]
-    benchmark.extra_info["us_per_batch[of which unreduced losses]"] = least["unreduced"]
+    off = min(figures["recorder"] for figures in runs[False])
+    nets = [figures["recorder"] + figures["report"] - off for figures in runs[True]]
+    least = runs[True][nets.index(min(nets))]
+    benchmark.extra_info["us_per_batch[net of the recorder without tracking]"] = min(nets)
+    benchmark.extra_info["us_per_batch[net, median]"] = statistics.median(nets)
+    benchmark.extra_info["us_per_batch[recorder, tracking on]"] = least["recorder"]
+    benchmark.extra_info["us_per_batch[recorder, tracking off]"] = off
+    benchmark.extra_info["us_per_batch[of which report in the step]"] = least["report"]
+    benchmark.extra_info["us_per_batch[of which hand-over]"] = least["hand-over"]
     benchmark.extra_info["us_per_batch[of which shipments]"] = least["shipments"]
+    benchmark.extra_info["us_per_batch[of which unreduced losses]"] = least["unreduced"]
     benchmark.extra_info["us_per_batch[timer floor]"] = least["floor"]
-    benchmark.extra_info["us_per_batch[net of the timer]"] = min(nets)
-    benchmark.extra_info["us_per_batch[net of the timer, median]"] = statistics.median(nets)
 
 
 class _Empty(pl.Callback):

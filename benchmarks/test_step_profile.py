@@ -1,10 +1,13 @@
 """Where OnTheFly's per-step time goes on the training thread, part by part, with timers.
 
 Runs the seed MLP (benchmarks/workloads.py) under both drivers with a watching client, times
-every per-step hook of every part of :class:`onthefly.OnTheFly`, the hook dispatch around
-them, the per-sample capture inside the training step and the data-position tracker around
-the loader, and reads the CPU time of the process's other threads (the session server, the
-runtime sampler: they compete with the training thread for the GIL and the cores). Each
+the per-step hooks of :class:`onthefly.OnTheFly` (its recorder's) and what they call of the
+other parts (the rows handed over to Telemetry and the sample tracker, the shipped steps'
+observers, the boundary hooks when something waits), the hook dispatch around them, the
+per-sample capture inside the training step and the data-position tracker around the
+loader, and reads the CPU time of the process's other threads (the session server, the
+runtime sampler, the per-sample history: they compete with the training thread for the GIL
+and the cores). Each
 figure is microseconds per optimizer step, in the steady state (after ``WARMUP`` steps), and
 each timer counts its own time only (a part's hook inside the optimizer's step is taken out
 of the step's figure).
@@ -55,7 +58,7 @@ from benchmarks.workloads import WORKLOADS, Workload, fit_native, lightning_trai
 from onthefly.callbacks.onthefly import OnTheFly
 from onthefly.native import hooks as native_hooks
 from onthefly.native.hooks import implementation
-from onthefly.samples import slot
+from onthefly.samples import buffer, slot
 from onthefly.sessions.data_position import TrackedIterator
 
 DRIVERS = ("native", "lightning")
@@ -146,13 +149,29 @@ def _thread_kind(name: str) -> str:
 
 
 def _time_parts(callback: OnTheFly, timers: Timers) -> None:
-    """Every part's own per-step hooks, timed under the part's class name."""
+    """What each part does at a step, timed under the part's class name: the recorder's
+    hooks (the only per-step hooks of the bundle), and what they call of the other parts
+    (the readers of the rows it hands over, the boundary hooks when something waits, the
+    observers of the shipped steps)."""
     for part in callback.parts:
         for hook in STEP_HOOKS:
             method = implementation(part, hook)
             if method is not None:
                 setattr(part, hook, timers.wrap(type(part).__name__, method))
     callback.parts = callback.parts  # rebuild the dispatch tables from the timed methods
+    recorder = callback.recorder
+    for calls in (
+        recorder.readers,
+        recorder.boundary_start,
+        recorder.boundary_end,
+        callback.telemetry.step_observers,
+    ):
+        calls[:] = [timers.wrap(_owner(call), call) for call in calls]
+
+
+def _owner(method: Callable[..., Any]) -> str:
+    """The name of the class of the part a bound method belongs to."""
+    return type(getattr(method, "__self__", method)).__name__
 
 
 USER_WORK: tuple[tuple[Any, str, str], ...] = (
@@ -165,11 +184,13 @@ USER_WORK: tuple[tuple[Any, str, str], ...] = (
 """The user's own work in a step, timed with and without OnTheFly (labelled ``user: …``)."""
 
 INTERNALS: tuple[tuple[Any, str, str], ...] = (
-    (slot, "training_values", "per-sample capture (in the step)"),
+    (slot.Slot, "report", "per-sample capture (in the step)"),
+    (buffer._Transfer, "chunk", "SampleTracker"),  # a shipment read on the host
     (TrackedIterator, "__next__", "data position"),
     (native_hooks.Hooks, "call", "hook dispatch"),
 )
-"""OnTheFly's own work on the training thread outside the parts' hooks."""
+"""OnTheFly's own work on the training thread outside the parts' hooks (a shipment of
+per-sample values is the tracker's: read once per 64 batches, at a hand-over)."""
 
 
 @contextmanager

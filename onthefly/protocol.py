@@ -251,6 +251,49 @@ class MetricsEvent(MetricsBody, EventBase):
     """Values for one step of one split (``train`` per optimizer step; ``val``/``test`` per run)."""
 
 
+class Points(Message):
+    """One metric's values at some of a batch's steps, in step order (``None``: NaN or
+    infinite, a gap)."""
+
+    steps: list[int]
+    values: list[float | None]
+
+    @model_validator(mode="after")
+    def _one_value_per_step(self) -> Points:
+        if len(self.steps) != len(self.values):
+            raise ValueError(
+                f"{len(self.steps)} steps and {len(self.values)} values; expected one value "
+                "per step"
+            )
+        return self
+
+
+class StepsBody(EventBody):
+    """The fields of a ``steps`` event (:class:`StepsEvent`) without the envelope."""
+
+    type: Literal["steps"] = "steps"
+    split: Split = "train"
+    steps: list[int] = Field(min_length=1)
+    epochs: list[int] = Field(min_length=1)
+    values: dict[str, Points]
+
+    @model_validator(mode="after")
+    def _one_epoch_per_step(self) -> StepsBody:
+        if len(self.steps) != len(self.epochs):
+            raise ValueError(
+                f"{len(self.steps)} steps and {len(self.epochs)} epochs; expected one epoch "
+                "per step"
+            )
+        return self
+
+
+class StepsEvent(StepsBody, EventBase):
+    """Consecutive optimizer steps of the training split at once, as columns: what ``metrics``
+    events would say one by one (a metric a step lacks has no point at that step). The
+    training loop ships its steps in batches; one event for a batch keeps the stream's cost
+    per step small (the Python client hands them out as ``metrics`` events)."""
+
+
 class EpochBody(EventBody):
     """The fields of an ``epoch`` event (:class:`EpochEvent`) without the envelope."""
 
@@ -532,6 +575,7 @@ EventModel = (
     RunStarted
     | StatusChanged
     | MetricsEvent
+    | StepsEvent
     | EpochEvent
     | RuntimeEvent
     | LogEvent
@@ -587,8 +631,8 @@ class Snapshot(Message):
 class Coalesced(Message):
     """This client fell behind: telemetry events in ``[from_seq, to_seq]`` were skipped.
 
-    Only telemetry (``metrics``, ``runtime``, ``log``) is ever skipped; the full history stays
-    available through the ``history`` command.
+    Only telemetry (``metrics``, ``steps``, ``runtime``, ``log``) is ever skipped; the full
+    history stays available through the ``history`` command.
     """
 
     type: Literal["coalesced"] = "coalesced"
@@ -1559,6 +1603,3 @@ answers a second one of the same type ``busy`` until the first is answered."""
 
 SERVER_MESSAGE: TypeAdapter[ServerMessage] = TypeAdapter(ServerMessage)
 CLIENT_COMMAND: TypeAdapter[Command] = TypeAdapter(Command)
-METRICS_BODIES: TypeAdapter[list[MetricsBody]] = TypeAdapter(list[MetricsBody])
-"""Validates the bodies of a batch of steps' ``metrics`` events in one call (the training
-thread ships its steps' values a batch at a time)."""

@@ -19,6 +19,7 @@ from onthefly.protocol import (
     RuntimeEvent,
     Series,
     ServerMessage,
+    StepsEvent,
     TestResult,
 )
 from tests.golden import (
@@ -121,6 +122,19 @@ def test_floats_that_cannot_be_null_refuse_non_finite_values(bad: float) -> None
         MetricsEvent(**envelope, time=bad, step=1, epoch=0, values={})
     with pytest.raises(ValidationError, match="finite"):
         TestResult(**envelope, time=0.0, label="t", step=1, loss=None, metrics={}, duration=bad)
+
+
+def test_a_steps_event_has_one_epoch_per_step_and_one_value_per_point() -> None:
+    envelope: dict[str, Any] = {"session": "s", "run": "r", "seq": 1, "time": 0.0}
+    points = {"steps": [1, 2], "values": [0.5, math.nan]}
+    event = StepsEvent(**envelope, steps=[1, 2], epochs=[0, 0], values={"loss": points})
+    assert loads_strict(SERVER_MESSAGE.dump_json(event))["values"]["loss"]["values"] == [0.5, None]
+    with pytest.raises(ValidationError, match="expected one epoch per step"):
+        StepsEvent(**envelope, steps=[1, 2], epochs=[0], values={})
+    with pytest.raises(ValidationError, match="expected one value per step"):
+        StepsEvent(
+            **envelope, steps=[1, 2], epochs=[0, 0], values={"loss": {"steps": [1], "values": []}}
+        )
 
 
 def test_unknown_fields_are_rejected_in_nested_payloads() -> None:

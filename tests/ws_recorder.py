@@ -26,6 +26,24 @@ def ws_url(session: SessionFile) -> str:
     return f"ws://127.0.0.1:{session.port}/?token={session.token}"
 
 
+def as_metrics(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """``event``, or for a ``steps`` event the ``metrics`` events it stands for (one per
+    step, with the values that step has), sharing its envelope."""
+    if event.get("type") != "steps":
+        return [event]
+    envelope = {k: event[k] for k in ("v", "session", "run", "seq", "time")}
+    values: list[dict[str, Any]] = [{} for _ in event["steps"]]
+    at = {step: index for index, step in enumerate(event["steps"])}
+    for name, points in event["values"].items():
+        for step, value in zip(points["steps"], points["values"], strict=True):
+            values[at[step]][name] = value
+    return [
+        {**envelope, "type": "metrics", "split": event["split"], "step": step, "epoch": epoch,
+         "values": step_values}
+        for step, epoch, step_values in zip(event["steps"], event["epochs"], values, strict=True)
+    ]  # fmt: skip
+
+
 class Recorder:
     """One connection to ``session`` that records the stream events it receives.
 
@@ -34,7 +52,8 @@ class Recorder:
 
     Attributes:
         hello: the ``hello`` frame the server greeted with.
-        events: every stream event received (``batch`` frames flattened), in order.
+        events: every stream event received (``batch`` frames flattened), in order (see
+            :meth:`stream` for the events with training steps one by one).
         close_code: the server's close code once the connection ended.
         closed: set once the connection ended.
     """
@@ -78,8 +97,9 @@ class Recorder:
     def wait_event(
         self, predicate: Callable[[dict[str, Any]], bool], timeout: float = TIMEOUT
     ) -> dict[str, Any]:
-        """The first recorded event matching ``predicate``, waiting for it."""
-        return self.wait(lambda: next((e for e in self.events if predicate(e)), None), timeout)
+        """The first recorded event matching ``predicate`` (training steps one by one, see
+        :meth:`stream`), waiting for it."""
+        return self.wait(lambda: next((e for e in self.stream() if predicate(e)), None), timeout)
 
     def close(self) -> None:
         try:
@@ -97,6 +117,11 @@ class Recorder:
             self.events.extend(message["events"])
         elif "seq" in message:
             self.events.append(message)
+
+    def stream(self) -> list[dict[str, Any]]:
+        """The events as the Python client hands them out: a ``steps`` event as its ``metrics``
+        events (call with ``_changed`` held, or from the thread that waits)."""
+        return [item for event in self.events for item in as_metrics(event)]
 
     def _read(self) -> None:
         try:

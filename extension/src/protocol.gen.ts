@@ -52,6 +52,7 @@ export type ServerMessage =
   | RunStarted
   | StatusChanged
   | MetricsEvent
+  | StepsEvent
   | EpochEvent
   | RuntimeEvent
   | LogEvent
@@ -110,6 +111,7 @@ export interface Batch {
     | RunStarted
     | StatusChanged
     | MetricsEvent
+    | StepsEvent
     | EpochEvent
     | RuntimeEvent
     | LogEvent
@@ -202,6 +204,46 @@ export interface MetricsEvent {
   values: {
     [k: string]: number | null | undefined;
   };
+}
+/**
+ * Consecutive optimizer steps of the training split at once, as columns: what ``metrics``
+ * events would say one by one (a metric a step lacks has no point at that step). The
+ * training loop ships its steps in batches; one event for a batch keeps the stream's cost
+ * per step small (the Python client hands them out as ``metrics`` events).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "StepsEvent".
+ */
+export interface StepsEvent {
+  /**
+   * @minItems 1
+   */
+  epochs: [number, ...number[]];
+  run: string;
+  seq: number;
+  session: string;
+  split: 'train' | 'val' | 'test';
+  /**
+   * @minItems 1
+   */
+  steps: [number, ...number[]];
+  time: number;
+  type: 'steps';
+  v: 1;
+  values: {
+    [k: string]: Points | undefined;
+  };
+}
+/**
+ * One metric's values at some of a batch's steps, in step order (``None``: NaN or
+ * infinite, a gap).
+ *
+ * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
+ * via the `definition` "Points".
+ */
+export interface Points {
+  steps: number[];
+  values: (number | null)[];
 }
 /**
  * An epoch boundary: ``step`` is the first step of epoch ``epoch``.
@@ -606,8 +648,8 @@ export interface ClusterInfo {
 /**
  * This client fell behind: telemetry events in ``[from_seq, to_seq]`` were skipped.
  *
- * Only telemetry (``metrics``, ``runtime``, ``log``) is ever skipped; the full history stays
- * available through the ``history`` command.
+ * Only telemetry (``metrics``, ``steps``, ``runtime``, ``log``) is ever skipped; the full
+ * history stays available through the ``history`` command.
  *
  * This interface was referenced by `OnTheFlyProtocol`'s JSON-Schema
  * via the `definition` "Coalesced".

@@ -307,14 +307,19 @@ class Telemetry(Callback):
                     column[index] = value
 
     def _ship(self, steps: Steps) -> None:
-        # One publication for the batch: this runs on the training thread. The server's pump
-        # validates the events as it numbers them.
-        bodies = [
-            {"type": "metrics", "split": "train", "step": row.step, "epoch": row.epoch,
-             "values": row.values}
-            for row in steps.rows()
-        ]  # fmt: skip
-        self.session.publish_fields("metrics", bodies)
+        # One ``steps`` event for the batch, its values as columns (a metric a step lacks has
+        # no point there): the training thread builds no dictionary per step, and the
+        # server's pump validates and serialises one event instead of one per step.
+        values: dict[str, dict[str, list[Any]]] = {}
+        for name, column in steps.values.items():
+            if None not in column:
+                values[name] = {"steps": steps.step, "values": column}
+                continue
+            pairs = [(s, v) for s, v in zip(steps.step, column, strict=True) if v is not None]
+            if pairs:
+                values[name] = {"steps": [s for s, _ in pairs], "values": [v for _, v in pairs]}
+        body = {"type": "steps", "split": "train", "steps": steps.step, "epochs": steps.epoch}
+        self.session.publish_fields("steps", [{**body, "values": values}])
         for observe in self.step_observers:
             observe(steps)
 

@@ -26,6 +26,7 @@ from onthefly.protocol import (
     ScanProgress,
     Snapshot,
     StatusChanged,
+    StepsEvent,
     TestResult,
 )
 from onthefly.server.discovery import SessionFile
@@ -230,6 +231,10 @@ _EVENT_TEXT: dict[type, Callable[[Any], str]] = {
     RunStarted: lambda m: f"{m.run}: started ({m.info.state} at step {m.info.step})",
     StatusChanged: _status_changed,
     MetricsEvent: lambda m: f"{m.run}: {m.split} step {m.step}: {metrics(m.values)}",
+    StepsEvent: lambda m: (
+        f"{m.run}: {m.split} steps {m.steps[0]}-{m.steps[-1]}, the last: "
+        + metrics({name: p.values[-1] for name, p in m.values.items() if p.values})
+    ),
     EpochEvent: lambda m: f"{m.run}: epoch {m.epoch} starts at step {m.step}",
     RuntimeEvent: _runtime,
     LogEvent: lambda m: f"{m.run}: {m.record.level} {m.record.logger}: {m.record.message}",

@@ -40,9 +40,11 @@ from onthefly.protocol import (
     ErrorReply,
     Event,
     Hello,
+    MetricsEvent,
     Reply,
     Snapshot,
     StatusChanged,
+    StepsEvent,
 )
 from onthefly.server.discovery import SessionFile
 
@@ -137,7 +139,9 @@ class Connection:
         """Subscribe and yield the stream as protocol models, in ``seq`` order.
 
         Yields a :class:`~onthefly.protocol.Snapshot` first, then every stream event
-        (``batch`` frames are unpacked) and any :class:`~onthefly.protocol.Coalesced` notice
+        (``batch`` frames are unpacked; a ``steps`` event, a batch of training steps, comes
+        out as one ``metrics`` event per step, see :func:`as_metrics`) and any
+        :class:`~onthefly.protocol.Coalesced` notice
         (this client fell behind and some telemetry was skipped). Ends after the main run's
         ``finished`` status (at once if the snapshot shows it finished) or when the
         connection closes. Leaving the loop early unsubscribes.
@@ -176,6 +180,9 @@ class Connection:
                 yield message
                 if any(r.run == main_run and r.state == "finished" for r in message.runs):
                     return
+                continue
+            if isinstance(message, StepsEvent):  # a batch of steps: one metrics event each
+                yield from as_metrics(message)
                 continue
             yield message
             finished = isinstance(message, StatusChanged) and message.state == "finished"
@@ -284,3 +291,26 @@ def _main_run(snapshot: Snapshot, session: SessionFile) -> str | None:
         if info.parent is None and info.name == session.run:
             return info.run
     return snapshot.runs[0].run if snapshot.runs else None
+
+
+def as_metrics(event: StepsEvent) -> list[MetricsEvent]:
+    """A ``steps`` event as the ``metrics`` events it stands for, one per step (each with
+    the values that step has), sharing its envelope (``seq``, ``time``)."""
+    values: list[dict[str, float | None]] = [{} for _ in event.steps]
+    at = {step: index for index, step in enumerate(event.steps)}
+    for name, points in event.values.items():
+        for step, value in zip(points.steps, points.values, strict=True):
+            values[at[step]][name] = value
+    envelope: dict[str, Any] = {
+        "session": event.session,
+        "run": event.run,
+        "seq": event.seq,
+        "time": event.time,
+    }
+    return [
+        MetricsEvent.model_construct(
+            **envelope, type="metrics", v=event.v, split=event.split, step=step, epoch=epoch,
+            values=step_values,
+        )
+        for step, epoch, step_values in zip(event.steps, event.epochs, values, strict=True)
+    ]  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from onthefly.protocol import Series
@@ -72,6 +72,22 @@ class SeriesStore:
             if points is None:
                 points = self._points[(split, name)] = _Points()
             points.add(step, math.nan if value is None else float(value))
+
+    def add_points(
+        self, split: str, name: str, steps: Sequence[int], values: Sequence[float | None]
+    ) -> None:
+        """Append one metric's values at ``steps`` (in step order); ``None`` is kept as a gap."""
+        points = self._points.get((split, name))
+        if points is None:
+            points = self._points[(split, name)] = _Points()
+        if points.steps and steps and steps[0] < points.steps[-1]:
+            for step, value in zip(steps, values, strict=True):  # rare: out of order
+                points.add(step, math.nan if value is None else float(value))
+            return
+        floats = [math.nan if value is None else value for value in values]
+        points.nan_count += sum([value != value for value in floats])
+        points.steps.extend(steps)
+        points.values.extend(floats)
 
     def names(self) -> list[tuple[str, str]]:
         """The ``(split, name)`` of every series, in order of first appearance."""

@@ -2,8 +2,8 @@
 
 The broker puts frames (replies, snapshots) and stream events in; the client's sender
 thread takes them out, as ready-to-send UTF-8 JSON. When more than ``max_events`` events
-wait (a slow client), queued telemetry (``metrics``/``runtime``/``log``) is dropped and a
-single ``coalesced`` notice takes its place; lifecycle events and replies are never
+wait (a slow client), queued telemetry (``metrics``/``steps``/``runtime``/``log``) is dropped
+and a single ``coalesced`` notice takes its place; lifecycle events and replies are never
 dropped. A client that still has more than ``max_items`` items waiting after that is
 declared :attr:`Outbox.overflowed` and gets disconnected (it may reconnect and resubscribe).
 """
@@ -22,7 +22,7 @@ Frame = bytes | Callable[[], bytes]
 """A serialised frame, or a function the sender thread calls to serialise it (so that
 heavy rendering such as a snapshot never runs on the broker's or the training thread)."""
 
-TELEMETRY_KINDS = frozenset({"metrics", "runtime", "log"})
+TELEMETRY_KINDS = frozenset({"metrics", "steps", "runtime", "log"})
 """Event kinds a slow client may miss (their history stays available through ``history``)."""
 
 MAX_BATCH_EVENTS = 1000

@@ -39,6 +39,7 @@ from onthefly.protocol import (
     RunState,
     Snapshot,
     StatusChanged,
+    StepsEvent,
     TestResult,
 )
 from onthefly.server.history import SeriesStore, Window, decimate
@@ -194,6 +195,15 @@ class RunTable:
                 run.tick(event.step, event.time)
             else:
                 run.latest.update({series_key(split, k): v for k, v in values.items()})
+        elif isinstance(event, StepsEvent):
+            split = event.split
+            for name, points in event.values.items():
+                run.history.add_points(split, name, points.steps, points.values)
+                if points.values:
+                    run.latest[series_key(split, name)] = points.values[-1]
+            if split == "train":
+                run.step, run.epoch = event.steps[-1], event.epochs[-1]
+                run.tick(event.steps[-1], event.time)
         elif isinstance(event, StatusChanged):
             run.state, run.step, run.epoch = event.state, event.step, event.epoch
         elif isinstance(event, EpochEvent):

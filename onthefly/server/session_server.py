@@ -39,7 +39,7 @@ PUMP_INTERVAL = 0.05
 that the training thread loses (the pump holds the GIL, and shares the cores): the per-step
 streams are drained in batches."""
 
-STREAMS = frozenset({"metrics", "log", "runtime", "epoch"})
+STREAMS = frozenset({"metrics", "steps", "log", "runtime", "epoch"})
 """Event types published steadily (per step, per log line, per second, per epoch): they wait
 for the next drain; any other event (a status, an alert, a command's result) wakes the pump.
 Waking it costs the training thread a lock hand-over, ~40 µs at an epoch start."""

@@ -60,11 +60,12 @@ class LiveClient(Recorder):
         return self.wait(lambda: self.answers.get(command_id), timeout)
 
     def of(self, kind: str, **match: Any) -> list[dict[str, Any]]:
-        """Recorded events of type ``kind`` whose fields equal ``match``."""
+        """Recorded events of type ``kind`` whose fields equal ``match`` (training steps one by
+        one, as the Python client hands them out)."""
         with self._changed:
             return [
                 e
-                for e in self.events
+                for e in self.stream()
                 if e["type"] == kind and all(e.get(k) == v for k, v in match.items())
             ]
 

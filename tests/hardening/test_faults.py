@@ -35,7 +35,7 @@ from tests.hardening.wire import Wire
 
 
 def steps_seen(client: Wire) -> int:
-    return max((e["step"] for e in client.events if e["type"] == "metrics"), default=0)
+    return max((e["step"] for e in client.stream() if e["type"] == "metrics"), default=0)
 
 
 def onthefly_cli(*args: str) -> subprocess.CompletedProcess[str]:

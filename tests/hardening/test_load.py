@@ -51,7 +51,7 @@ SLOWDOWN_BOUND = 0.75
 
 _LOG = logging.getLogger("tests.hardening.load")
 _LOG.setLevel(logging.WARNING)
-_KINDS = ["", "metrics", "runtime", "log", "status", "epoch", "other"]
+_KINDS = ["", "metrics", "steps", "runtime", "log", "status", "epoch", "other"]
 """Event kinds by code (0: not received)."""
 
 

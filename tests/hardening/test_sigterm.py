@@ -26,7 +26,7 @@ def _started(run: Run, home: Path, pause: bool) -> Wire:
     client = Wire(wait_for_session(home))
     client.call("subscribe", since=0)
     client.wait(
-        lambda: any(e["type"] == "metrics" and e["step"] >= 3 for e in client.events) or None
+        lambda: any(e["type"] == "metrics" and e["step"] >= 3 for e in client.stream()) or None
     )
     if pause:
         assert client.call("pause")["type"] == "reply"

@@ -184,8 +184,16 @@ def fit(
     losses = Losses()
     callbacks: list[Callback] = [losses] + ([Pace(step_sleep)] if step_sleep else [])
     callbacks += [Report(report)] if report is not None else []
+    # One step per event (flush_every_steps=1): the stream as dense as it gets, the load
+    # these tests put on the server and its clients.
     options: dict[str, Any] = (
-        {"port": 0, "quiet": True, "flush_every_s": 0.02, "runtime_interval_s": 0.2}
+        {
+            "port": 0,
+            "quiet": True,
+            "flush_every_steps": 1,
+            "flush_every_s": 0.02,
+            "runtime_interval_s": 0.2,
+        }
         if session
         else {"session": False}
     )

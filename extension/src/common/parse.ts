@@ -5,6 +5,7 @@ const SERVER_TYPES: Record<ServerMessage['type'], true> = {
   run_started: true,
   status: true,
   metrics: true,
+  steps: true,
   epoch: true,
   runtime: true,
   log: true,

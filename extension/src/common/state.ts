@@ -150,6 +150,7 @@ export function applyServerMessage(
     case 'run_started':
     case 'status':
     case 'metrics':
+    case 'steps':
     case 'epoch':
     case 'runtime':
     case 'log':
@@ -196,6 +197,24 @@ function applyEvent(source: SourceView, event: StreamEvent, limits: Limits): boo
       info.step = Math.max(info.step, event.step);
       info.epoch = Math.max(info.epoch, event.epoch);
       break;
+    case 'steps': {
+      // A batch of steps as columns: each metric's points, in step order.
+      for (const [name, points] of Object.entries(event.values)) {
+        if (!points) continue;
+        const key = seriesKey(event.split, name);
+        const series = (run.series[key] ??= emptySeries());
+        const { steps, values } = points;
+        for (let i = 0; i < steps.length; i++) {
+          appendPoint(series, steps[i], values[i] ?? null, limits.maxPoints);
+        }
+        if (steps.length) info.latest[key] = values[steps.length - 1] ?? null;
+      }
+      const last = event.steps.length - 1;
+      if (event.split === 'train') tick(run.clock, event.steps[last], event.time);
+      info.step = Math.max(info.step, event.steps[last]);
+      info.epoch = Math.max(info.epoch, event.epochs[last]);
+      break;
+    }
     case 'epoch':
       if (!run.epochStarts.includes(event.step)) {
         run.epochStarts.push(event.step);

@@ -33,7 +33,7 @@ test('every valid server example parses and folds into the state', { skip: serve
     assert.doesNotThrow(() => applyServerMessage(source, message), path);
     assert.doesNotThrow(() => applyHostMessage({ sources: {} }, { type: 'server', source: 'k', message }), path);
   }
-  for (const type of ['hello', 'snapshot', 'batch', 'metrics', 'status', 'reply', 'error', 'coalesced']) {
+  for (const type of ['hello', 'snapshot', 'batch', 'metrics', 'steps', 'status', 'reply', 'error', 'coalesced']) {
     assert.ok(seen.has(type), `an example of ${type}`);
   }
 });

@@ -47,6 +47,24 @@ test('events apply once: a replayed seq is a duplicate', () => {
   assert.equal(source.runs.r.info.latest.loss, 0.7);
 });
 
+test('a steps event adds the points of each metric where the steps have them, once', () => {
+  const source = withRun();
+  const steps = msg({
+    v: 1, session: 's1', run: 'r', seq: 11, time: 5, type: 'steps', split: 'train', steps: [3, 4, 5], epochs: [0, 0, 1],
+    values: { loss: { steps: [3, 4, 5], values: [0.7, null, 0.5] }, grad_norm: { steps: [4], values: [2.5] } },
+  });
+  assert.equal(applyServerMessage(source, steps), true);
+  assert.equal(applyServerMessage(source, steps), false, 'a replayed seq');
+  const run = source.runs.r;
+  assert.deepEqual(run.series.loss.steps, [1, 2, 3, 4, 5]);
+  assert.deepEqual(run.series.loss.values, [0.9, 0.8, 0.7, null, 0.5]);
+  assert.deepEqual(run.series.grad_norm.steps, [4], 'no point at the steps that lack it');
+  assert.equal(run.info.step, 5);
+  assert.equal(run.info.epoch, 1);
+  assert.equal(run.info.latest.loss, 0.5);
+  assert.equal(run.info.latest.grad_norm, 2.5);
+});
+
 test('a batch applies its new events in order and skips the known ones', () => {
   const source = withRun();
   applyServerMessage(source, msg({ type: 'batch', events: [metricsEvent(9, 0, 1), metricsEvent(11, 3, 0.7), metricsEvent(12, 4, 0.6)] }));
