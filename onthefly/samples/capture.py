@@ -185,26 +185,21 @@ def training_values(
         and preds.ndim == 2
         and target.ndim == 1
     ):
-        shape = preds.shape
-        rows, classes = shape
-        if (
-            rows == n
-            and n * classes <= DEFERRED_SCORES
-            and target.dtype is torch.long
-            and len(target) == n
-        ):
+        # The loss call took these: a class-index loss on [B, C] scores has [B] targets.
+        rows, classes = preds.shape
+        if rows == n and n * classes <= DEFERRED_SCORES and target.dtype is torch.long:
             call = spec.deferred()
             # Class indices need no detaching: they carry no gradient. (A named tuple made
             # with tuple.__new__: its own __new__ is a Python function.)
             if call is not None and not call.label_smoothing:
                 node: Any = getattr(result, "grad_fn", None)
                 if type(node) is NLL_NODE:  # the loss's log-probabilities, saved for backward
-                    logp = node._saved_self.detach()
-                    if logp.shape == shape:
-                        ignore = call.ignore_index
-                        nll_call = _NLL_CALLS.get(ignore) or nll(call)
-                        made = (None, None, target, logp, ignore, nll_call)
-                        return tuple.__new__(SampleValues, made)
+                    # They are this call's (of the shape of ``preds``): detached, they keep
+                    # no graph alive.
+                    ignore = call.ignore_index
+                    nll_call = _NLL_CALLS.get(ignore) or nll(call)
+                    made = (None, None, target, node._saved_self.detach(), ignore, nll_call)
+                    return tuple.__new__(SampleValues, made)
             if call is not None and preds.dtype in _KEPT_EXACT:
                 kept = (None, None, target, preds.detach(), spec.ignore_index, call)
                 return tuple.__new__(SampleValues, kept)

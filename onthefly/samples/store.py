@@ -101,7 +101,8 @@ class TrainingStats:
         self._grow(int(ids.max()) + 1)
         a = self.arrays
         loss = loss32.astype(np.float64)
-        conf = np.exp(-loss)
+        # torch's exp: NumPy's is several times slower on float64 on some CPUs (AVX2).
+        conf = torch.exp(torch.from_numpy(-loss)).numpy()
         np.add.at(a["count"], ids, 1)
         for name, value in (("loss", loss), ("conf", conf)):
             total, squares = _MOMENTS[name]
@@ -114,7 +115,8 @@ class TrainingStats:
         a["epoch_last"][latest] = epoch[last]
         known = _known(ids, correct)
         if known is not None:
-            np.add.at(a["correct_sum"], known[0], known[1])
+            # Values of the array's own dtype: ufunc.at casting each one is ~40 times slower.
+            np.add.at(a["correct_sum"], known[0], known[1].astype(np.float64))
             np.add.at(a["correct_count"], known[0], 1)
         labelled = _known(ids, labels)
         if labelled is not None:
