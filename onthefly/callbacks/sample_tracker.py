@@ -38,7 +38,7 @@ from onthefly.drivers import driver
 from onthefly.drivers.base import TrainerHost
 from onthefly.samples import sources
 from onthefly.samples.attribution import Counter, Ids, SamplerTaps, ids_from_batch
-from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment
+from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment, read
 from onthefly.samples.capture import SampleValues
 from onthefly.samples.commands import register_commands
 from onthefly.samples.history import HistoryWriter
@@ -314,18 +314,17 @@ class SampleTracker(Callback):
             self._receive(chunk)
 
     def _receive(self, shipment: Shipment) -> None:
-        # On the training thread, once per shipment (64 batches): reading a chunk is a few
-        # NumPy and torch calls. Folding it into the statistics and writing it waits for the
-        # history thread, which takes many chunks at once (see onthefly.samples.history).
-        try:
-            chunk = shipment.chunk()
-        except Exception:  # a bug here must not stop the run
-            log.exception("OnTheFly could not read shipped per-sample values; they are skipped")
+        # On the training thread, once per shipment (64 batches): only references are kept.
+        # Reading the shipment (a few NumPy and torch calls), folding it into the statistics
+        # and writing it wait for the history thread, which takes many shipments at once
+        # (see onthefly.samples.history).
+        if self._history is not None:
+            self._history.add(shipment)
             return
-        if self._outbox is not None:
-            self._outbox.append(chunk)
-        elif self._history is not None:
-            self._history.add(chunk)  # folded, encoded and written on the history thread
+        if self._outbox is not None:  # another rank: what it sends to rank 0 is read here
+            chunk = read(shipment)
+            if chunk is not None:
+                self._outbox.append(chunk)
 
     def _fold(self, chunk: Chunk) -> None:
         """On the history thread: fold ``chunk`` into the store (queries wait for it: sync)."""

@@ -15,6 +15,7 @@ columns: one loss call for the copy's batches.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
@@ -26,6 +27,8 @@ from onthefly.samples.attribution import Ids
 from onthefly.samples.capture import SampleValues, host_hits
 from onthefly.samples.loss_spec import LossCall
 from onthefly.transfers import Batches, HostCopy, copy_to_host
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,17 +48,44 @@ class Chunk:
     def __len__(self) -> int:
         return int(self.ids.shape[0])
 
+    @property
+    def held_bytes(self) -> int:
+        """Nothing: a chunk holds no tensor (see :attr:`Shipment.held_bytes`)."""
+        return 0
+
     def chunk(self) -> Chunk:
         """Itself (a chunk is a :class:`Shipment` already on the host)."""
         return self
 
 
 class Shipment(Protocol):
-    """Sample values on their way to the host: a :class:`Chunk` once asked for."""
+    """Sample values on their way to the host: a :class:`Chunk` once asked for.
+
+    Its length is its number of samples.
+    """
+
+    def __len__(self) -> int: ...
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the batches' tensors it keeps alive until it is read (the scores kept
+        for the losses left to it, the values still on their device)."""
+        ...
 
     def chunk(self) -> Chunk:
-        """The values on the host (may do the work left for the reader: call it once)."""
+        """The values on the host (may do the work left for the reader: call it once, on
+        any thread)."""
         ...
+
+
+def read(shipment: Shipment) -> Chunk | None:
+    """``shipment.chunk()``, or ``None`` (logged) where reading it failed: a bug there must
+    cost neither the run nor the other shipments."""
+    try:
+        return shipment.chunk()
+    except Exception:
+        log.exception("OnTheFly could not read shipped per-sample values; they are skipped")
+        return None
 
 
 _Row = tuple[int, int, Ids, SampleValues]
@@ -78,6 +108,18 @@ class _Transfer:
     sizes: np.ndarray
     parts: dict[str, HostCopy] = field(default_factory=dict)
     on_host: bool = False  # the rows' tensors are on the CPU: columns are made in chunk()
+
+    def __len__(self) -> int:
+        return int(self.sizes.sum())
+
+    @property
+    def held_bytes(self) -> int:
+        # A few reads per batch, once per shipment.
+        return sum(
+            (v.predicted.nbytes if v.predicted is not None else 0)
+            + (v.loss.nbytes if v.loss is not None else 0)
+            for _, _, _, v in self.rows
+        )
 
     def ready(self) -> bool:
         return all(part.ready() for part in self.parts.values())

@@ -4,12 +4,15 @@ and the thread that folds the observations into the run's per-sample statistics.
 Every observation (step, epoch, index, loss, correct) is kept, in part files of complete
 Parquet (``part-00000.parquet``, …) so that the folder is readable — and copyable by a
 session export — at any flush. A daemon thread does the folding, encoding and writing, a
-few calls per hand-over of 2^16 rows (about five hundred batches), most of their time in
-NumPy and Arrow without the GIL. The training thread keeps the chunks until a hand-over is
-full and only then gives them away: a thread woken for every chunk would take the GIL from
-it each time, and a fold of many small chunks would hand the GIL back and forth a hundred
-times where a fold of one large chunk does a dozen times. Read it back with
-``pyarrow.parquet.read_table(folder)``.
+few calls per hand-over of 2^16 rows (about a thousand batches of 64), most of their time in
+NumPy and Arrow without the GIL. The training thread keeps the shipments until a hand-over
+is full and only then gives them away: a thread woken for every shipment would take the GIL
+from it each time, and a fold of many small chunks would hand the GIL back and forth a
+hundred times where a fold of one large chunk does a dozen times. The shipments are read
+there too (:meth:`~onthefly.samples.buffer.Shipment.chunk`: the losses evaluated from the
+kept log-probabilities, the columns made), so the training thread only appends references;
+a hand-over comes sooner when the shipments keep more than ``HAND_OVER_BYTES`` of tensors
+alive. Read it back with ``pyarrow.parquet.read_table(folder)``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from onthefly.samples.buffer import Chunk
+from onthefly.samples.buffer import Chunk, Shipment, read
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +45,22 @@ SCHEMA = pa.schema(
 HAND_OVER_ROWS = 1 << 16
 """Rows gathered on the training thread before the history thread folds and keeps them."""
 
+HAND_OVER_BYTES = 1 << 24
+"""Bytes of tensors the gathered shipments may keep alive before they are handed over
+(scores kept for their losses: at most 2^16 elements per batch)."""
+
 
 class HistoryWriter:
-    """Folds chunks into ``fold`` and writes them to ``folder`` as Parquet parts of about
-    ``rows_per_part`` rows, on a thread of its own.
+    """Reads shipments, folds them into ``fold`` and writes them to ``folder`` as Parquet
+    parts of about ``rows_per_part`` rows, on a thread of its own.
 
     Args:
         folder: where the part files go (created if missing).
         rows_per_part: rows written together as one part (a flush writes what it has).
         fold: receives each chunk (a few concatenated) before it is written, on the
             writer's thread: the run's :class:`~onthefly.samples.store.TrainingStats`.
-        hand_over_rows: rows gathered before the writer's thread takes them.
+        hand_over_rows: rows gathered before the writer's thread takes them (or sooner:
+            ``HAND_OVER_BYTES``).
 
     Example:
         >>> writer = HistoryWriter(tmp_path / "history")  # doctest: +SKIP
@@ -71,13 +79,16 @@ class HistoryWriter:
         self._rows_per_part = rows_per_part
         self._fold = fold
         self._hand_over_rows = min(hand_over_rows, rows_per_part)
-        self._gathered: list[Chunk] = []  # on the caller's thread, until handed over
+        self._gathered: list[Shipment] = []  # on the caller's thread, until handed over
         self._gathered_rows = 0
+        self._gathered_bytes = 0
         self._part: list[Chunk] = []  # folded, not written yet (the writer's thread)
         self._part_rows = 0
         # Chunks to fold and keep; (write, Event): write what is kept if asked, then set the
         # event (everything before it is done); None: stop.
-        self._queue: queue.Queue[list[Chunk] | tuple[bool, threading.Event] | None] = queue.Queue()
+        self._queue: queue.Queue[list[Shipment] | tuple[bool, threading.Event] | None] = (
+            queue.Queue()
+        )
         self._parts = 0
         self.rows_written = 0
         self._failed = False
@@ -85,11 +96,13 @@ class HistoryWriter:
         self._thread = threading.Thread(target=self._run, name="onthefly-history", daemon=True)
         self._thread.start()
 
-    def add(self, chunk: Chunk) -> None:
-        """Add one chunk (never blocks; a full hand-over goes to the writer's thread)."""
-        self._gathered.append(chunk)
-        self._gathered_rows += len(chunk)
-        if self._gathered_rows >= self._hand_over_rows:
+    def add(self, shipment: Shipment) -> None:
+        """Add one shipment or chunk (never blocks; a full hand-over goes to the writer's
+        thread, which reads it)."""
+        self._gathered.append(shipment)
+        self._gathered_rows += len(shipment)
+        self._gathered_bytes += shipment.held_bytes
+        if self._gathered_rows >= self._hand_over_rows or self._gathered_bytes >= HAND_OVER_BYTES:
             self._hand_over()
 
     def sync(self) -> None:
@@ -117,7 +130,7 @@ class HistoryWriter:
     def _hand_over(self) -> None:
         if self._gathered:
             self._queue.put(self._gathered)
-            self._gathered, self._gathered_rows = [], 0
+            self._gathered, self._gathered_rows, self._gathered_bytes = [], 0, 0
 
     def _run(self) -> None:
         while True:
@@ -130,7 +143,10 @@ class HistoryWriter:
                     self._write()
                 done.set()
                 continue
-            chunk = _joined(item)
+            chunks = [chunk for chunk in map(read, item) if chunk is not None]
+            if not chunks:
+                continue
+            chunk = _joined(chunks)
             self._fold_in(chunk)
             self._part.append(chunk)
             self._part_rows += len(chunk)

@@ -66,6 +66,7 @@ def test_values_on_the_cpu_are_concatenated_by_the_reader_not_at_the_flush(
     buffer.add(2, 0, [2, 3], SampleValues(torch.tensor([0.3, 0.4])))
     buffer.flush()
     assert len(shipped) == 1 and concatenated == []  # the training thread did no tensor work
+    assert len(shipped[0]) == 4 and shipped[0].held_bytes == 4 * 4  # two float32 pairs
     chunk = shipped[0].chunk()
     assert concatenated and chunk.ids.tolist() == [0, 1, 2, 3]
     np.testing.assert_allclose(chunk.loss, [0.1, 0.2, 0.3, 0.4], rtol=1e-6)
