@@ -238,6 +238,7 @@ def _can_sample(py_spy: str | None) -> str | None:
     return None
 
 
+@pytest.mark.timeout(1200)  # four runs of STEPS steps, twice each: minutes when the machine is slow
 def test_sampled_profile(benchmark: Any, tmp_path: Path) -> None:
     """The training thread's time by part, from py-spy's samples, under both drivers."""
     py_spy = _py_spy()
