@@ -168,10 +168,10 @@ def test_training_thread_time_per_batch(
     Per batch the capture is spread over: the recorder's batch hooks (the batch's ids, the
     slot opened and closed: a few lines inside hooks that run anyway), the loss call's report
     in the step (``Slot.report``), the hand-over of the recorder's rows to the tracker and
-    the shipments (every 64 batches: the chunk read on the host, the loss evaluated from the
-    kept log-probabilities; the fold and the Parquet write are on the history thread, a few
-    long NumPy and Arrow calls per 2^16 rows). So the figure is what the recorder's hooks take with
-    tracking on less what they take with it off (the rows handed over included in both),
+    the shipments (every 64 batches: a reference kept; reading them, the loss evaluated from
+    the kept log-probabilities, the fold and the Parquet write are on the history thread, a
+    few long NumPy and Arrow calls per 2^16 rows). So the figure is what the recorder's hooks
+    take with tracking on less what they take with it off (the rows handed over included in both),
     plus the report in the step; of which the hand-over and the shipments are given apart,
     and the loss evaluations with ``reduction="none"``.
 
