@@ -1,0 +1,41 @@
+"""The benchmarks' own harness (benchmarks/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+_TWO_BENCHMARKS = """
+import time
+
+import pytest
+
+
+@pytest.mark.timeout(1)
+def test_stopped(benchmark):
+    benchmark.pedantic(lambda: time.sleep(3), rounds=2, iterations=1)
+
+
+def test_measured(benchmark):
+    benchmark.pedantic(lambda: None, rounds=2, iterations=1)
+"""
+
+
+def test_a_benchmark_stopped_by_its_timeout_leaves_the_others_in_the_report(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_two.py").write_text(_TWO_BENCHMARKS)
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "benchmarks.conftest"]
+    command += ["--benchmark-only", f"--benchmark-json={report}", str(tmp_path / "test_two.py")]
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=Path(__file__).parents[1], timeout=120
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output[-3000:]  # the stopped one failed, nothing else
+    assert "1 failed, 1 passed" in output and "ValueError" not in output, output[-3000:]
+    assert [bench["name"] for bench in json.loads(report.read_text())["benchmarks"]] == [
+        "test_measured"
+    ]
