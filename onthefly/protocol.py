@@ -97,21 +97,27 @@ class GpuStats(Message):
     power_watts: float | None = None
 
 
-class Series(Message):
-    """A metric's points, in step order. Decimated series keep each bucket's min and max."""
+class Points(Message):
+    """One metric's values at some of a batch's steps, in step order (``None``: NaN or
+    infinite, a gap)."""
 
     steps: list[int]
     values: list[float | None]
-    decimated: bool = False
 
     @model_validator(mode="after")
-    def _one_value_per_step(self) -> Series:
+    def _one_value_per_step(self) -> Points:
         if len(self.steps) != len(self.values):
             raise ValueError(
                 f"{len(self.steps)} steps and {len(self.values)} values; expected one value "
                 "per step"
             )
         return self
+
+
+class Series(Points):
+    """A metric's points, in step order. Decimated series keep each bucket's min and max."""
+
+    decimated: bool = False
 
 
 class LogRecord(Message):
@@ -249,23 +255,6 @@ class MetricsBody(EventBody):
 
 class MetricsEvent(MetricsBody, EventBase):
     """Values for one step of one split (``train`` per optimizer step; ``val``/``test`` per run)."""
-
-
-class Points(Message):
-    """One metric's values at some of a batch's steps, in step order (``None``: NaN or
-    infinite, a gap)."""
-
-    steps: list[int]
-    values: list[float | None]
-
-    @model_validator(mode="after")
-    def _one_value_per_step(self) -> Points:
-        if len(self.steps) != len(self.values):
-            raise ValueError(
-                f"{len(self.steps)} steps and {len(self.values)} values; expected one value "
-                "per step"
-            )
-        return self
 
 
 class StepsBody(EventBody):

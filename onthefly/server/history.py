@@ -48,6 +48,18 @@ class _Points:
         self.steps.insert(index, step)
         self.values.insert(index, value)
 
+    def extend(self, steps: Sequence[int], values: Sequence[float | None]) -> None:
+        """Append values at ``steps`` (in step order; ``None`` is a gap): one array call
+        each, unless the batch starts before the last step kept."""
+        if self.steps and steps and steps[0] < self.steps[-1]:
+            for step, value in zip(steps, values, strict=True):  # rare: out of order
+                self.add(step, math.nan if value is None else float(value))
+            return
+        floats = [math.nan if value is None else value for value in values]
+        self.nan_count += sum([value != value for value in floats])
+        self.steps.extend(steps)
+        self.values.extend(floats)
+
 
 class SeriesStore:
     """Every metric series of one run, keyed by ``(split, name)``.
@@ -68,26 +80,19 @@ class SeriesStore:
     def add(self, split: str, step: int, values: Mapping[str, float | None]) -> None:
         """Append one step's values of ``split``; ``None`` is kept as a gap."""
         for name, value in values.items():
-            points = self._points.get((split, name))
-            if points is None:
-                points = self._points[(split, name)] = _Points()
-            points.add(step, math.nan if value is None else float(value))
+            self._series(split, name).add(step, math.nan if value is None else float(value))
 
     def add_points(
         self, split: str, name: str, steps: Sequence[int], values: Sequence[float | None]
     ) -> None:
         """Append one metric's values at ``steps`` (in step order); ``None`` is kept as a gap."""
+        self._series(split, name).extend(steps, values)
+
+    def _series(self, split: str, name: str) -> _Points:
         points = self._points.get((split, name))
         if points is None:
             points = self._points[(split, name)] = _Points()
-        if points.steps and steps and steps[0] < points.steps[-1]:
-            for step, value in zip(steps, values, strict=True):  # rare: out of order
-                points.add(step, math.nan if value is None else float(value))
-            return
-        floats = [math.nan if value is None else value for value in values]
-        points.nan_count += sum([value != value for value in floats])
-        points.steps.extend(steps)
-        points.values.extend(floats)
+        return points
 
     def names(self) -> list[tuple[str, str]]:
         """The ``(split, name)`` of every series, in order of first appearance."""
