@@ -188,22 +188,49 @@ def training_values(
         # The loss call took these: a class-index loss on [B, C] scores has [B] targets.
         rows, classes = preds.shape
         if rows == n and n * classes <= DEFERRED_SCORES and target.dtype is torch.long:
+            node: Any = getattr(result, "grad_fn", None)
+            if type(node) is NLL_NODE:  # the loss's log-probabilities, saved for backward
+                values = nll_values(node, target)
+                if values is not None:
+                    return values
             call = spec.deferred()
-            # Class indices need no detaching: they carry no gradient. (A named tuple made
-            # with tuple.__new__: its own __new__ is a Python function.)
-            if call is not None and not call.label_smoothing:
-                node: Any = getattr(result, "grad_fn", None)
-                if type(node) is NLL_NODE:  # the loss's log-probabilities, saved for backward
-                    # They are this call's (of the shape of ``preds``): detached, they keep
-                    # no graph alive.
-                    ignore = call.ignore_index
-                    nll_call = _NLL_CALLS.get(ignore) or nll(call)
-                    made = (None, None, target, node._saved_self.detach(), ignore, nll_call)
-                    return tuple.__new__(SampleValues, made)
             if call is not None and preds.dtype in _KEPT_EXACT:
-                kept = (None, None, target, preds.detach(), spec.ignore_index, call)
+                # Class indices need no detaching: they carry no gradient. (A named tuple
+                # made with tuple.__new__: its own __new__ is a Python function.)
+                kept = (None, None, target, preds.detach(), call.ignore_index, call)
                 return tuple.__new__(SampleValues, kept)
     return per_sample(spec, preds, target, n, correctness=False, scores=True)
+
+
+def nll_values(node: Any, target: torch.Tensor) -> SampleValues | None:
+    """A batch's values from its loss's NLL autograd node (:data:`NLL_NODE`), before the
+    backward pass releases what the node saved; ``None`` when the node's loss is weighted.
+
+    The node holds what the loss computed with: its input, the log-probabilities, and its
+    ``ignore_index``. Without class weights and smoothing (a smoothed cross-entropy ends in
+    another node) each sample's loss is its target's negative log-probability, whatever the
+    reduction. The values are read from the node rather than from the loss function's
+    options: they are what this call used. The log-probabilities are kept as their
+    ``.data``: detached, they keep no graph alive; cheaper than ``detach()``, whose shared
+    version counter nothing needs here (nothing changes them in place).
+
+    Args:
+        node: the ``grad_fn`` of what a class-index loss call returned.
+        target: the ``[B]`` class targets it was given (they need no detaching: class indices
+            carry no gradient).
+    """
+    if node._saved_weight is not None:
+        return None
+    ignore = node._saved_ignore_index  # as the unsigned 64-bit integer the node keeps
+    if ignore >= _SIGN:
+        ignore -= _SIGN << 1
+    call = _NLL_CALLS.get(ignore) or nll(ignore)
+    # A named tuple made with tuple.__new__: its own __new__ is a Python function.
+    made = (None, None, target, node._saved_self.data, ignore, call)
+    return tuple.__new__(SampleValues, made)
+
+
+_SIGN = 1 << 63
 
 
 NLL_NODE: Any = type(
@@ -215,12 +242,12 @@ its ``_saved_self`` is the loss's input, the log-probabilities."""
 _NLL_CALLS: dict[int, LossCall] = {}
 
 
-def nll(call: LossCall) -> LossCall:
-    """The NLL call with ``call``'s ``ignore_index``: the per-sample losses from the
-    log-probabilities a cross-entropy or NLL loss computed."""
-    made = _NLL_CALLS.get(call.ignore_index)
+def nll(ignore_index: int) -> LossCall:
+    """The NLL call with ``ignore_index``: the per-sample losses from the log-probabilities
+    a cross-entropy or NLL loss computed."""
+    made = _NLL_CALLS.get(ignore_index)
     if made is None:
-        made = _NLL_CALLS[call.ignore_index] = LossCall(F.nll_loss, call.ignore_index)
+        made = _NLL_CALLS[ignore_index] = LossCall(F.nll_loss, ignore_index)
     return made
 
 
@@ -249,7 +276,8 @@ def _class_index_values(
         return _one_target_values(spec, preds, target, elements, correctness, keep)
     flat = elements.reshape(n, -1).float()
     targets = target.reshape(n, -1)
-    valid = targets != spec.ignore_index if spec.ignore_index is not None else None
+    ignore = spec.ignore_index()
+    valid = targets != ignore if ignore is not None else None
     right = (preds.argmax(1).reshape(n, -1) == targets).float()
     label = target if target.ndim == 1 and target.shape[0] == n else None
     weight = spec.weight()
@@ -298,4 +326,4 @@ def _one_target_values(
         predicted = preds.argmax(1)
     elif scores:
         predicted = preds
-    return SampleValues(loss, None, target, predicted, spec.ignore_index)
+    return SampleValues(loss, None, target, predicted, spec.ignore_index())

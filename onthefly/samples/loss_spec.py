@@ -70,7 +70,8 @@ class LossSpec:
         reduction: the user's reduction: ``"mean"``, ``"sum"`` or ``"none"``.
         class_index: a class-index loss (cross-entropy / NLL) with weights and ``ignore_index``.
         weight: reads the class weights at call time (``None`` when unweighted).
-        ignore_index: the target value that is left out (class-index losses only).
+        ignore_index: reads the target value that is left out at call time (class-index
+            losses only, else ``None``).
         deferred: the loss as a :class:`LossCall` with its options now, when it is an
             unweighted cross-entropy or NLL whose per-sample values may be evaluated later;
             ``None`` otherwise (read at every training batch: options may change).
@@ -80,7 +81,7 @@ class LossSpec:
     reduction: str
     class_index: bool = False
     weight: Callable[[], torch.Tensor | None] = lambda: None
-    ignore_index: int | None = None
+    ignore_index: Callable[[], int | None] = lambda: None
     deferred: Callable[[], LossCall | None] = _no_call
 
 
@@ -107,14 +108,14 @@ def _module_spec(module: nn.Module) -> LossSpec | None:
     if not isinstance(module.__dict__.get("reduction"), str):
         return None
     class_index = isinstance(module, (nn.CrossEntropyLoss, nn.NLLLoss))
-    buffers = module._buffers
+    buffers, options = module._buffers, module.__dict__
     return LossSpec(
         unreduced=_unreduced_call(module),
         reduction=module.__dict__["reduction"],
         class_index=class_index,
-        # Read at call time (the buffer may be replaced), without nn.Module.__getattr__.
+        # Read at call time (they may be changed), without nn.Module.__getattr__.
         weight=lambda: buffers.get("weight") if class_index else None,
-        ignore_index=getattr(module, "ignore_index", None) if class_index else None,
+        ignore_index=lambda: options.get("ignore_index") if class_index else None,
         deferred=_deferred_call(module) if class_index else _no_call,
     )
 
@@ -185,12 +186,13 @@ def call_spec(fn: Callable[..., Any], options: dict[str, Any]) -> LossSpec:
     """
     class_index = fn in _CLASS_INDEX_FUNCTIONS
     weight = options.get("weight")
+    ignore = options.get("ignore_index", -100) if class_index else None
     return LossSpec(
         unreduced=functools.partial(fn, **{**options, "reduction": "none"}),
         reduction=str(options.get("reduction", "mean")),
         class_index=class_index,
         weight=lambda: weight if class_index else None,
-        ignore_index=options.get("ignore_index", -100) if class_index else None,
+        ignore_index=lambda: ignore,
         deferred=_fixed_call(fn, options),
     )
 
@@ -209,12 +211,13 @@ def _function_spec(fn: Callable[..., Any]) -> LossSpec | None:
     options = {**defaults, **bound}
     class_index = base in _CLASS_INDEX_FUNCTIONS
     weight = options.get("weight")
+    ignore = options.get("ignore_index") if class_index else None
     return LossSpec(
         unreduced=functools.partial(fn, reduction="none"),
         reduction=str(options.get("reduction", "mean")),
         class_index=class_index,
         weight=lambda: weight if class_index else None,
-        ignore_index=options.get("ignore_index") if class_index else None,
+        ignore_index=lambda: ignore,
         deferred=_fixed_call(base, options),
     )
 
