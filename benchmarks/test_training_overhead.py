@@ -23,13 +23,13 @@ measured here. So each ratio is taken within a round, between runs that follow e
 (the drivers run in list order in even rounds and in reverse order in odd ones, so a steady
 drift favours neither side), and the figure is the median of the rounds' ratios; the
 milliseconds per step are medians over rounds. The MLP rounds run ``MLP_STEPS`` steps, long
-enough for the background work that comes every few hundred steps (the per-sample history's
-shipments, the runtime sampler) to be counted in its share. The training process's
-CPU time per step (all its threads: the session server's included, the client's process not)
-is recorded too: it is far less disturbed by other load on a shared machine. Other load
-only ever slows a round, so each ratio is also given between the drivers' fastest rounds
-(``fastest: …``, the estimate ``timeit`` recommends), a second figure that a slow stretch
-moves less. The floors tell how far a run can be trusted: they do more than the bare loops, so
+enough for the background work that comes every few hundred steps (two hand-overs of the
+per-sample history to its thread, the runtime sampler's samples) to be counted in its share.
+The training process's CPU time per step (all its threads: the session server's included,
+the client's process not) is recorded too: it is far less disturbed by other load on a
+shared machine. Other load only ever slows a round, so each ratio is also given between the
+drivers' fastest rounds (``fastest: …``, the estimate ``timeit`` recommends), a second figure
+that a slow stretch moves less. The floors tell how far a run can be trusted: they do more than the bare loops, so
 a floor's ratio below 1 means the run was noisier than the differences it measures (and where
 the fastest rounds' floors are off too, neither figure measures the code). The host syncs
 OnTheFly adds per step are counted in ``test_host_syncs.py``.
@@ -54,10 +54,13 @@ from torch import nn
 
 import onthefly
 from benchmarks.workloads import WORKLOADS, Workload, fit_native, lightning_trainer, make_loader
+from onthefly.samples.history import HAND_OVER_ROWS
 
-ROUNDS = {"mlp": 25, "wide-mlp": 15, "cnn": 5}
-MLP_STEPS = 384
 WARMUP = 10
+MLP_STEPS = WARMUP + 2 * HAND_OVER_ROWS // 128
+"""Two of the per-sample history's hand-overs to its thread in the timed steps of the MLPs
+(batches of 128): the work that comes every few hundred steps is counted in its share."""
+ROUNDS = {"mlp": 15, "wide-mlp": 9, "cnn": 5}
 
 
 class _Measurements:
