@@ -29,9 +29,10 @@ The training process's CPU time per step (all its threads: the session server's 
 the client's process not) is recorded too: it is far less disturbed by other load on a
 shared machine. Other load only ever slows a round, so each ratio is also given between the
 drivers' fastest rounds (``fastest: …``, the estimate ``timeit`` recommends), a second figure
-that a slow stretch moves less. The floors tell how far a run can be trusted: they do more than the bare loops, so
-a floor's ratio below 1 means the run was noisier than the differences it measures (and where
-the fastest rounds' floors are off too, neither figure measures the code). The host syncs
+that a slow stretch moves less. The floors tell how far a run can be trusted: they do more
+than the bare loops, so a floor's ratio below 1 means the run was noisier than the
+differences it measures (and where the fastest rounds' floors are off too, neither figure
+measures the code). The host syncs
 OnTheFly adds per step are counted in ``test_host_syncs.py``.
 """
 
@@ -59,7 +60,9 @@ from onthefly.samples.history import HAND_OVER_ROWS
 WARMUP = 10
 MLP_STEPS = WARMUP + 2 * HAND_OVER_ROWS // 128
 """Two of the per-sample history's hand-overs to its thread in the timed steps of the MLPs
-(batches of 128): the work that comes every few hundred steps is counted in its share."""
+(batches of 128): the work that comes every few hundred steps is counted in its share. Its
+Parquet writes, one per 2^18 rows (2048 of these steps; about 20 ms of Arrow's C++ code that
+leaves the GIL free, 10 µs a step on this machine), fall outside."""
 ROUNDS = {"mlp": 15, "wide-mlp": 9, "cnn": 5}
 
 
