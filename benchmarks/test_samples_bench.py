@@ -3,7 +3,7 @@
 * capture overhead: ``onthefly.Trainer`` with the per-sample tracker on vs off (everything
   else equal), interleaved round by round, on the MLP and the ~2M-parameter CNN workloads of
   ``test_training_overhead.py``. Target: <= 1.02.
-* capture cost per path: the same, for a loss module (forward hook) and for an inline
+* capture cost per path: the same, for a loss module (its tap) and for an inline
   ``F.cross_entropy`` (the step's TorchFunctionMode), both in the same custom step.
 * scan throughput: a scan of the MLP/CNN data vs a plain evaluation loop (eval, no_grad,
   forward + loss) over the same loader, same run. Target: ≥ 0.9.
@@ -99,7 +99,7 @@ def test_capture_overhead(benchmark: Any, work: Workload) -> None:
 
 
 CAPTURE_PATHS = ("attribute", "functional")
-"""How the loss reaches the capture: a loss module (forward hook), or ``F.cross_entropy``
+"""How the loss reaches the capture: a loss module (its tap), or ``F.cross_entropy``
 called inline in the step (seen by the step's TorchFunctionMode)."""
 PATH_ROUNDS = 3  # x 2 settings x 2 paths x 2 workloads: within the per-test timeout
 

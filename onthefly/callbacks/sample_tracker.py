@@ -1,7 +1,7 @@
 """SampleTracker: every training sample's loss, attributed to its dataset index, for free.
 
 During ``fit`` it records the per-sample losses that the training step's own loss call
-yields (see :mod:`onthefly.samples.capture`), seen through forward hooks on the run's loss
+yields (see :mod:`onthefly.samples.capture`), seen through taps on the run's loss
 modules (:class:`~onthefly.samples.slot.LossTap`) or, for functional losses, a function mode
 active during the step (:class:`~onthefly.samples.loss_mode.LossMode`); a step may also
 return ``per_sample_loss``. It pairs them with the samples' dataset indices
@@ -232,14 +232,15 @@ class SampleTracker(Callback):
             )
         else:  # another rank of a distributed run: rank 0 keeps the values
             self._outbox = []
-        # The native default step reports its loss call itself: no hook on the given loss
+        # The native default step reports its loss call itself: no tap on the given loss
         # then, nor a watch on the functions it calls, when that report gives values.
         inputs = self.inputs()
         reported = driver(trainer).reports_loss_calls() and (
             describe_loss(sources.loss_fn(trainer, inputs)) is not None
         )
         modules = sources.loss_modules(trainer, inputs, given=not reported)
-        self._loss_taps = [LossTap(m) for m in modules if describe_loss(m) is not None]
+        taps = [LossTap(m) for m in modules if describe_loss(m) is not None]
+        self._loss_taps = [tap for tap in taps if tap.active]
         # Without a loss module to hook, watch the step's functional calls from the start.
         self._set_watch(not (self._loss_taps or reported), 0)
         self.store.unrecorded = None
@@ -340,7 +341,7 @@ class SampleTracker(Callback):
             return
         misses = self._misses + 1
         if not self._watch and misses == 1:
-            # The hooked loss modules were not called: try the functions.
+            # The tapped loss modules were not called: try the functions.
             self._set_watch(True, misses)
         elif misses == GIVE_UP_AFTER:
             self._set_watch(False, misses)  # it costs a little per torch call: stop looking

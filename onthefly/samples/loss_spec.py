@@ -143,9 +143,21 @@ def _deferred_call(module: nn.Module) -> Callable[[], LossCall | None]:
     return deferred
 
 
+UNTAPPED = "_onthefly_untapped"
+"""The attribute of the class a loss module has while its calls are observed
+(:class:`~onthefly.samples.slot.LossTap`): the module's own class."""
+
+
+def _own_class(module: nn.Module) -> type[nn.Module]:
+    """``module``'s own class, also while its calls are observed."""
+    kind = type(module)
+    own: type[nn.Module] = kind.__dict__.get(UNTAPPED, kind)
+    return own
+
+
 def _unreduced_call(module: nn.Module) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """``module``'s loss with ``reduction="none"``, reading its options at call time."""
-    kind = type(module)
+    kind = _own_class(module)
     buffers, options = module._buffers, module.__dict__
     if kind in (nn.CrossEntropyLoss, nn.NLLLoss):  # the usual case: the functional call
         loss_fn = F.cross_entropy if kind is nn.CrossEntropyLoss else F.nll_loss
@@ -159,7 +171,7 @@ def _unreduced_call(module: nn.Module) -> Callable[[torch.Tensor, torch.Tensor],
             )
 
         return class_index
-    forward = kind.forward  # the class's, so an installed tap is not re-entered
+    forward = kind.forward  # its own class's, so a tap is not re-entered
 
     def unreduced(preds: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         saved = options["reduction"]

@@ -11,6 +11,8 @@ itself wins over the slot's value (the tracker reads it at the batch's end).
 
 from __future__ import annotations
 
+import copyreg
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +27,9 @@ from onthefly.samples.capture import (
     nll,
     training_values,
 )
-from onthefly.samples.loss_spec import LossSpec, describe_loss
+from onthefly.samples.loss_spec import UNTAPPED, LossSpec, describe_loss
+
+log = logging.getLogger(__name__)
 
 NO_NLL: tuple[Any, int, int | None, Any] = (None, 0, None, None)
 
@@ -148,32 +152,91 @@ def observe(loss_fn: Any, preds: Any, target: Any, result: Any = None) -> None:
 
 
 class LossTap:
-    """Reports a loss module's calls to the armed slot, through a forward hook.
+    """Reports a loss module's calls to the armed slot until :meth:`remove`.
 
-    A forward hook (``register_forward_hook``) is PyTorch's public way to observe a module's
-    calls: the module itself is not changed, and :meth:`remove` takes the hook away.
+    For the duration of ``fit`` the module's class is switched to a subclass whose
+    ``forward`` calls the original one and reports the call (the way the training samplers
+    are recorded, :mod:`onthefly.samples.attribution`); :meth:`remove` switches it back. The
+    module's parameters, buffers, options and state are untouched, and its name, module
+    and ``isinstance`` checks are its own. A forward hook would do the same through PyTorch's
+    slower call path for modules with hooks: several microseconds at every call. Pickled or
+    copied meanwhile (``torch.save(model)``, ``copy.deepcopy``), the module is its own class,
+    untapped. A loss called with keywords is not seen here (the tracker then watches the
+    functional calls instead), nor one whose class cannot be switched (the same).
 
     Args:
         module: the user's loss module.
 
     Example:
-        >>> tap = LossTap(nn.CrossEntropyLoss())
+        >>> loss_fn = nn.CrossEntropyLoss()
+        >>> tap = LossTap(loss_fn)
+        >>> isinstance(loss_fn, nn.CrossEntropyLoss), type(loss_fn).__name__
+        (True, 'CrossEntropyLoss')
         >>> tap.remove()
+        >>> type(loss_fn) is nn.CrossEntropyLoss
+        True
     """
 
     def __init__(self, module: nn.Module) -> None:
         self.module = module
-
-        # A hook without keyword arguments: PyTorch's slower path for hooks that take them
-        # costs microseconds at every call. A loss called with keywords is not seen here
-        # (the tracker then watches the functional calls instead).
-        def hook(module: nn.Module, args: Any, result: Any) -> None:
-            slot = getattr(_local, "slot", None)  # armed_slot(), inlined: runs at every step
-            if slot is not None and slot.values is None and len(args) > 1:
-                slot.report(module, args[0], args[1], result)
-
-        self._handle = module.register_forward_hook(hook)
+        self._original = type(module)
+        self._tapped = _tapped_class(self._original)
+        try:
+            module.__class__ = self._tapped
+        except TypeError as exc:  # a class whose instances cannot change class
+            log.warning("OnTheFly cannot observe the calls of %r (%s)", module, exc)
+            self.active = False
+        else:
+            self.active = True
 
     def remove(self) -> None:
-        """Take the hook away."""
-        self._handle.remove()
+        """Give the module its own class back."""
+        if type(self.module) is self._tapped:
+            self.module.__class__ = self._original
+        self.active = False
+
+
+def _tapped_class(cls: type[nn.Module]) -> type[nn.Module]:
+    """The subclass of ``cls`` whose ``forward`` reports each call to the armed slot (one per
+    class, however many fits tap its modules)."""
+    made = _TAPPED.get(cls)
+    if made is not None:
+        return made
+    forward = cls.forward
+
+    def tapped_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        result = forward(self, *args, **kwargs)
+        slot = getattr(_local, "slot", None)  # armed_slot(), inlined: runs at every step
+        if slot is not None and slot.values is None and len(args) > 1:
+            slot.report(self, args[0], args[1], result)
+        return result
+
+    def __reduce_ex__(self: nn.Module, protocol: Any) -> Any:
+        # Pickled and copied as the user's class: the copy is not tapped, and a pickle names
+        # a class that exists where it is loaded. (Made by copyreg's reconstructor, whose
+        # class pickle does not compare with the object's, as it does for __newobj__.)
+        made = cls.__reduce_ex__(self, protocol)
+        if (
+            isinstance(made, tuple)
+            and made[0] in (_NEWOBJ, _RECONSTRUCTOR)
+            and made[1][0] is tapped
+            and len(made[1]) == (1 if made[0] is _NEWOBJ else 3)
+        ):
+            return (_RECONSTRUCTOR, (cls, object, None), *made[2:])
+        return made
+
+    namespace = {
+        "forward": tapped_forward,
+        "__reduce_ex__": __reduce_ex__,
+        UNTAPPED: cls,
+        "__module__": cls.__module__,
+        "__qualname__": cls.__qualname__,
+    }
+    tapped: type[nn.Module] = type(cls.__name__, (cls,), namespace)
+    _TAPPED[cls] = tapped
+    return tapped
+
+
+_TAPPED: dict[type[nn.Module], type[nn.Module]] = {}
+_NEWOBJ: Any = vars(copyreg)["__newobj__"]  # what object.__reduce_ex__ gives (protocol >= 2)
+_RECONSTRUCTOR: Any = vars(copyreg)["_reconstructor"]  # (protocols 0 and 1)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import io
+import pickle
 from typing import Any
 
 import pytest
@@ -107,3 +110,49 @@ def test_a_hooked_loss_whose_options_change_between_batches_gives_each_batch_its
         arm(None)
         tap.remove()
     assert general == [0, 2, 5, 6, 7]
+
+
+def test_a_tapped_loss_module_pickles_and_copies_as_its_own_class() -> None:
+    # torch.save(model) and copy.deepcopy during fit: the copy is the user's class, untapped.
+    model = nn.Sequential(nn.Linear(3, CLASSES))
+    model.criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
+    tap = LossTap(model.criterion)
+    slot = Slot(4)
+    arm(slot)
+    try:
+        assert tap.active and isinstance(model.criterion, nn.CrossEntropyLoss)
+        assert type(model.criterion).__name__ == "CrossEntropyLoss"
+        buffer = io.BytesIO()
+        torch.save(model, buffer)
+        buffer.seek(0)
+        loaded = torch.load(buffer, weights_only=False)
+        copied = copy.deepcopy(model)
+        old_protocol = pickle.loads(pickle.dumps(model, protocol=1))
+        for other in (loaded.criterion, copied.criterion, old_protocol.criterion):
+            assert type(other) is nn.CrossEntropyLoss and other.label_smoothing == 0.1
+        preds = torch.randn(4, CLASSES, requires_grad=True)
+        target = torch.tensor([0, 1, 2, 3])
+        copied.criterion(preds, target)  # an untapped copy reports nothing
+        assert slot.values is None
+        model.criterion(preds, target)
+        assert slot.values is not None
+    finally:
+        arm(None)
+        tap.remove()
+    assert type(model.criterion) is nn.CrossEntropyLoss
+    tap.remove()  # twice: nothing happens
+
+
+def test_a_loss_module_whose_class_cannot_change_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A class of another layout: the switch raises TypeError, as it would for a module whose
+    # instances cannot change class.
+    other_layout = type("OtherLayout", (nn.Module,), {"__slots__": ("extra",)})
+    monkeypatch.setattr(slot_module, "_tapped_class", lambda cls: other_layout)
+    module = nn.MSELoss()
+    tap = LossTap(module)
+    assert not tap.active and type(module) is nn.MSELoss
+    assert "cannot observe the calls" in caplog.text
+    tap.remove()
+    assert type(module) is nn.MSELoss
