@@ -202,10 +202,11 @@ def _tapped_class(cls: type[nn.Module]) -> type[nn.Module]:
     made = _TAPPED.get(cls)
     if made is not None:
         return made
-    forward = cls.forward
 
     def tapped_forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        result = forward(self, *args, **kwargs)
+        # Looked up at each call, as an untapped module would: code that patches the class's
+        # forward meanwhile (a profiler, an instrumentation library) is called.
+        result = cls.forward(self, *args, **kwargs)
         slot = getattr(_local, "slot", None)  # armed_slot(), inlined: runs at every step
         if slot is not None and slot.values is None and len(args) > 1:
             slot.report(self, args[0], args[1], result)

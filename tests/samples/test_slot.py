@@ -41,6 +41,36 @@ def test_the_tap_changes_neither_the_loss_nor_its_gradient_bit_for_bit() -> None
     assert "forward" not in vars(loss_fn) and loss_fn.reduction == "mean"
 
 
+def test_a_tapped_module_calls_its_class_s_forward_as_patched_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A profiler or an instrumentation library may patch the class after an earlier fit
+    # tapped one of its modules: the tapped module calls what the class has now.
+    class Scaled(nn.MSELoss):
+        pass
+
+    LossTap(Scaled()).remove()  # an earlier fit made the tapped class
+    seen: list[int] = []
+    original = Scaled.forward
+
+    def patched(self: nn.Module, preds: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        seen.append(self.reduction)  # "none": the slot's own call for per-sample values
+        return original(self, preds, target)
+
+    monkeypatch.setattr(Scaled, "forward", patched)
+    loss_fn = Scaled()
+    tap = LossTap(loss_fn)
+    slot = Slot(3)
+    arm(slot)
+    try:
+        loss_fn(torch.ones(3, requires_grad=True), torch.zeros(3))
+    finally:
+        arm(None)
+        tap.remove()
+    assert seen[0] == "mean"
+    assert slot.values is not None
+
+
 def test_the_slot_keeps_the_first_training_call_and_ignores_evaluation_calls() -> None:
     slot = Slot(2)
     arm(slot)
