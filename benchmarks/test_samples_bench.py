@@ -98,9 +98,10 @@ def test_capture_overhead(benchmark: Any, work: Workload) -> None:
     )
 
 
-CAPTURE_PATHS = ("attribute", "functional")
-"""How the loss reaches the capture: a loss module (its tap), or ``F.cross_entropy``
-called inline in the step (seen by the step's TorchFunctionMode)."""
+CAPTURE_PATHS = ("module", "functional")
+"""How the loss reaches the capture: a loss module given as ``loss_fn`` and called by the
+step as ``state.loss_fn`` (its tap), or ``F.cross_entropy`` called inline in the step (seen
+by the TorchFunctionMode in the first batch, then read from the loss backpropagated)."""
 PATH_ROUNDS = 3  # x 2 settings x 2 paths x 2 workloads: within the per-test timeout
 
 
@@ -113,18 +114,18 @@ def _path_steps(work: Workload, path: str, track: bool) -> float:
         quiet=True, port=0, track_samples=track,
     )  # fmt: skip
     # The same step on both paths; only the loss call differs.
-    loss_fn: Any = nn.CrossEntropyLoss() if path == "attribute" else F.cross_entropy
+    module = nn.CrossEntropyLoss() if path == "module" else None
 
     @trainer.training_step
     def step(batch: Any, state: Any) -> dict[str, torch.Tensor]:
         x, y = batch
-        loss = loss_fn(state.model(x), y)
+        loss = (state.loss_fn or F.cross_entropy)(state.model(x), y)
         state.optimizer.zero_grad(set_to_none=True)
         state.backward(loss)
         state.optimizer.step()
         return {"loss": loss}
 
-    trainer.fit(model, torch.optim.Adam(model.parameters(), lr=1e-3), None, make_loader(work))
+    trainer.fit(model, torch.optim.Adam(model.parameters(), lr=1e-3), module, make_loader(work))
     return (clock.end - clock.start) / clock.steps
 
 

@@ -16,7 +16,8 @@ Optional hooks cost a trainer nothing while they are off (Lightning skips a hook
 needed: ``on_before_optimizer_step`` while gradient norms are taken (pulsed on for the steps
 whose norm is due, at most one every ``norm_every_s`` of training) or under a grad scaler
 (to count the steps it skips), ``on_before_zero_grad`` / ``on_before_backward`` while
-functional losses are watched. The other parts' batch hooks (the pause gate, the final
+functional losses are watched, ``on_before_backward`` while the per-sample values are read
+from the loss backpropagated. The other parts' batch hooks (the pause gate, the final
 test) run only when something waits at the boundary: a command in the inbox, a run that is
 not running, or :attr:`Recorder.attend`.
 """
@@ -114,6 +115,10 @@ class SampleSource(Protocol):
 
     def leave_watch(self) -> None:
         """Stop watching them."""
+
+    def before_backward(self, loss: Any) -> None:
+        """The step's loss is about to be backpropagated (stop watching; the values may be
+        read from it)."""
 
 
 class LearningRates:
@@ -267,10 +272,11 @@ class Recorder(Callback):
         (a fetch up to there needs no RNG state)."""
         self._counted = counted
 
-    def watch_hooks(self, on: bool) -> None:
-        """Switch on or off the hooks that end a watched loss computation."""
-        hook = self.leave_watch if on else None
-        self._set_hook("on_before_zero_grad", hook, False)
+    def watch_hooks(self, watch: bool, backward: bool = False) -> None:
+        """Switch the hooks that end a watched loss computation (``watch``) or hand over the
+        loss about to be backpropagated (``backward``) on or off."""
+        self._set_hook("on_before_zero_grad", self.leave_watch if watch else None, False)
+        hook = self.before_backward if watch or backward else None
         self._set_hook("on_before_backward", hook, False)
 
     # ------------------------------------------------------------------ lifecycle
@@ -426,11 +432,17 @@ class Recorder(Callback):
             extra["grad_norm" if index == 0 else f"grad_norm/opt{index}"] = norms
             self._extra = extra
 
-    def leave_watch(self, trainer: TrainerHost, pl_module: Any, *args: Any) -> None:
-        """``on_before_zero_grad`` / ``on_before_backward`` while functional losses are watched:
-        the step's loss is computed, the rest of the step is not watched."""
+    def leave_watch(self, trainer: TrainerHost, pl_module: Any, optimizer: Any) -> None:
+        """``on_before_zero_grad`` while functional losses are watched: the step's loss is
+        computed, the rest of the step is not watched."""
         if self.samples is not None:
             self.samples.leave_watch()
+
+    def before_backward(self, trainer: TrainerHost, pl_module: Any, loss: Any) -> None:
+        """``on_before_backward`` while functional losses are watched or read from the loss
+        backpropagated (see :meth:`SampleSource.before_backward`)."""
+        if self.samples is not None:
+            self.samples.before_backward(loss)
 
     def take_open_samples(self) -> tuple[Any, Any] | None:
         """The ids and per-sample values of a batch trained on whose end hook has not run

@@ -105,6 +105,10 @@ class SampleTracker(Callback):
         self._loss_taps: list[LossTap] = []
         self._mode = LossMode()
         self._watch = False  # enter the mode for the next training batch
+        # Read each batch's values from the loss backpropagated (no mode): on once a watched
+        # batch's loss call proved to be that loss's NLL node, off for good after a miss.
+        self._backward = False
+        self._backward_lost = False
         self._misses = 0  # batches in a row without per-sample values
         self._history: HistoryWriter | None = None
         self._unwrap_source: Callable[[], None] | None = None
@@ -175,6 +179,20 @@ class SampleTracker(Callback):
         if self._mode.active:
             self._mode.leave()
 
+    def before_backward(self, loss: Any) -> None:
+        """The batch's loss is about to be backpropagated: stop watching. Once a watched
+        batch's values prove to be those its loss's graph holds, the next batches' values
+        are read from their loss's graph instead: watching costs a little at every torch call
+        of the forward pass (~90 µs a step on the small MLP of the benchmarks)."""
+        slot = self._batch_slot
+        if self._backward:
+            slot.report_backward(loss)
+            return
+        if self._mode.active:
+            self._mode.leave()
+        if self._watch and not self._backward_lost and slot.kept_from(loss):
+            self._set_watch(False, 0, backward=True)
+
     def _receive_segment(self, segment: Segment) -> None:
         if self._history is None and self._outbox is None:  # not tracking
             return
@@ -242,6 +260,7 @@ class SampleTracker(Callback):
         taps = [LossTap(m) for m in modules if describe_loss(m) is not None]
         self._loss_taps = [tap for tap in taps if tap.active]
         # Without a loss module to hook, watch the step's functional calls from the start.
+        self._backward_lost = False
         self._set_watch(not (self._loss_taps or reported), 0)
         self.store.unrecorded = None
         # Lightning creates the training iterator (and prefetches) before any callback hook
@@ -337,8 +356,10 @@ class SampleTracker(Callback):
             self._set_watch(False, 0)
             return
         if recorded:
-            self._set_watch(self._watch, 0)
+            self._set_watch(self._watch, 0, self._backward)
             return
+        if self._backward:  # this batch's loss held no such node: watch the calls again
+            self._backward, self._backward_lost = False, True
         misses = self._misses + 1
         if not self._watch and misses == 1:
             # The tapped loss modules were not called: try the functions.
@@ -349,10 +370,10 @@ class SampleTracker(Callback):
         else:
             self._set_watch(self._watch, misses)
 
-    def _set_watch(self, watch: bool, misses: int) -> None:
-        if watch != self._watch:
-            self._recorder.watch_hooks(watch)
-        self._watch, self._misses = watch, misses
+    def _set_watch(self, watch: bool, misses: int, backward: bool = False) -> None:
+        if watch != self._watch or backward != self._backward:
+            self._recorder.watch_hooks(watch, backward)
+        self._watch, self._misses, self._backward = watch, misses, backward
         # Watching, or after a batch without values, every batch's end settles its values.
         self._recorder.watching(watch or misses > 0)
 

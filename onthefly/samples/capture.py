@@ -28,6 +28,7 @@ during training: :mod:`onthefly.samples.slot`.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -240,6 +241,51 @@ NLL_NODE: Any = type(
 its ``_saved_self`` is the loss's input, the log-probabilities."""
 
 _NLL_CALLS: dict[int, LossCall] = {}
+
+
+def backward_values(loss: Any, n: int) -> SampleValues | None:
+    """A training batch's values read from the loss about to be backpropagated, when it is a
+    class-index cross-entropy's or NLL's own result: the values :func:`training_values` gives
+    from that loss call (one ``[n]`` long target per sample, at most
+    :data:`DEFERRED_SCORES` scores, unweighted), else ``None``.
+
+    Reading them here needs no watch over the step's calls: the node holds its input and its
+    targets until the backward pass releases them. A loss that only ends in another node (a
+    regulariser added, a division) is searched for its shallowest NLL node, among its
+    first :data:`SEARCHED_NODES` nodes.
+    """
+    node: Any = getattr(loss, "grad_fn", None)
+    if type(node) is not NLL_NODE:
+        node = _shallowest_nll(node)
+        if node is None:
+            return None
+    scores, target = node._saved_self, node._saved_target
+    if (
+        scores.ndim != 2
+        or scores.shape[0] != n
+        or scores.numel() > DEFERRED_SCORES
+        or target.ndim != 1
+        or target.dtype is not torch.long
+    ):
+        return None
+    return nll_values(node, target)
+
+
+SEARCHED_NODES = 16
+"""Nodes of a loss's graph searched for its NLL node (see :func:`backward_values`)."""
+
+
+def _shallowest_nll(root: Any) -> Any:
+    queue, seen = deque([root]), 0
+    while queue and seen < SEARCHED_NODES:
+        node = queue.popleft()
+        if node is None:
+            continue
+        if type(node) is NLL_NODE:
+            return node
+        seen += 1
+        queue.extend(next_node for next_node, _ in node.next_functions)
+    return None
 
 
 def nll(ignore_index: int) -> LossCall:

@@ -6,7 +6,10 @@ training batch starts and leaves it as soon as the step's loss is computed (the 
 ``on_before_zero_grad``, ``on_before_backward`` and ``on_train_batch_end``), so it sees the
 forward pass and the loss — inline ``F.cross_entropy(logits, y)`` in ``training_step``, a
 loss module (its ``forward`` calls the functional loss), or a loss computed inside the model
-(Hugging Face models return ``.loss`` computed this way) — and not the backward pass.
+(Hugging Face models return ``.loss`` computed this way) — and not the backward pass. Once
+a watched batch's call proves to be the NLL node of the loss backpropagated, the tracker
+reads the next batches' values from their loss instead
+(:func:`~onthefly.samples.capture.backward_values`) and enters the mode no more.
 
 Every call goes on exactly as it was made; a call of one of
 :data:`~onthefly.samples.loss_spec.FUNCTIONAL_LOSSES` on predictions that carry gradients is

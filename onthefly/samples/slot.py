@@ -24,6 +24,7 @@ from onthefly.samples.capture import (
     DEFERRED_SCORES,
     NLL_NODE,
     SampleValues,
+    backward_values,
     nll,
     training_values,
 )
@@ -111,6 +112,28 @@ class Slot:
     def keep(self, spec: LossSpec, preds: Any, target: Any, result: Any = None) -> None:
         """Compute and keep the batch's values from a described loss call."""
         self.values = training_values(spec, preds, target, self.n, result)
+
+    def report_backward(self, loss: Any) -> None:
+        """Keep the batch's values read from the loss about to be backpropagated (see
+        :func:`~onthefly.samples.capture.backward_values`), if none were kept yet."""
+        if self.values is None:
+            self.values = backward_values(loss, self.n)
+
+    def kept_from(self, loss: Any) -> bool:
+        """Whether the values kept are those read from ``loss``, about to be backpropagated:
+        the loss call reported is the one that loss's NLL node recorded."""
+        kept, found = self.values, backward_values(loss, self.n)
+        return (
+            kept is not None
+            and found is not None
+            and kept.loss is None
+            and kept.unreduced is found.unreduced
+            and kept.label is found.label
+            and kept.predicted is not None
+            and found.predicted is not None
+            and kept.predicted.data_ptr() == found.predicted.data_ptr()
+            and kept.predicted.shape == found.predicted.shape
+        )
 
 
 CLOSED = SampleValues(None)

@@ -20,6 +20,7 @@ from websockets.exceptions import ConnectionClosed
 
 import onthefly
 from onthefly.samples import buffer
+from onthefly.samples.loss_mode import LossMode
 from tests.callbacks.live import LiveClient, wait_for_session
 from tests.callbacks.models import lightning_trainer
 from tests.callbacks.sample_runs import N, assert_squares, squares, tracker_of, zero_linear
@@ -110,6 +111,104 @@ def test_native_custom_steps_and_plain_functions_are_captured() -> None:
     plain.fit(model, torch.optim.SGD(model.parameters(), lr=0.0), loss_fn, DataLoader(squares()))
     stats = tracker_of(plain.callbacks).store.training
     np.testing.assert_allclose(stats.loss_last[:N], np.arange(N))  # |i|, before the square
+
+
+def _classification() -> TensorDataset:
+    g = torch.Generator().manual_seed(3)
+    return TensorDataset(torch.randn(64, 5, generator=g), torch.randint(0, 4, (64,), generator=g))
+
+
+@pytest.mark.parametrize(
+    "form",
+    ["plain", "regularised on odd batches", "halved", "one batch without cross-entropy"],
+)
+def test_an_inline_cross_entropy_is_watched_once_then_read_from_the_loss_backpropagated(
+    monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    # Watching the step's torch calls costs at each of them; once the watched call proved to
+    # be the loss backpropagated, later batches' values come from that loss's graph.
+    entered: list[int] = []
+    enter = LossMode.enter
+
+    def counted(mode: LossMode) -> None:
+        entered.append(len(entered))
+        enter(mode)
+
+    monkeypatch.setattr(LossMode, "enter", counted)
+    data = _classification()
+    trainer = onthefly.Trainer(
+        project="samples", max_epochs=1, progress_bar=False, quiet=True, port=0
+    )
+    batches: list[int] = []
+
+    def loss_of(state: Any, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        batches.append(len(batches))
+        logits = state.model(x)
+        if form == "one batch without cross-entropy" and len(batches) == 4:
+            return F.mse_loss(logits, F.one_hot(y, 4).float())
+        loss = F.cross_entropy(logits, y)
+        if form == "halved":
+            return loss / 2
+        if form == "regularised on odd batches" and len(batches) % 2:
+            return loss + 0.0 * state.model.weight.square().sum()
+        return loss
+
+    custom_step(trainer, loss_of)
+    model = nn.Linear(5, 4)
+    loader = DataLoader(data, batch_size=8, shuffle=True)
+    trainer.fit(model, torch.optim.SGD(model.parameters(), lr=0.0), None, loader)
+    stats = tracker_of(trainer.callbacks).store.training
+    x, y = data.tensors
+    with torch.no_grad():
+        expected = F.cross_entropy(model(x), y, reduction="none").numpy()
+    if form == "one batch without cross-entropy":
+        # That batch's loss holds no NLL node: it is recorded without values, and the calls
+        # are watched again from the next batch on, for good.
+        assert len(entered) == 1 + len(batches) - 4
+        kept = np.flatnonzero(stats.count)
+        assert len(kept) == len(data) - 8 and set(stats.count[kept]) == {1}  # that batch: none
+    else:
+        assert entered == [0]  # the first batch only
+        kept = np.arange(len(data))
+        assert stats.count.tolist() == [1] * len(data)
+    np.testing.assert_allclose(stats.loss_last[kept], expected[kept], rtol=1e-6)
+
+
+class _Inline(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(5, 4)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self.layer(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_lightning_reads_an_inline_cross_entropy_from_the_loss_backpropagated(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, accumulate: int
+) -> None:
+    # Lightning zeroes the gradients between the step and the backward pass (the watch ends
+    # there), and divides the loss when it accumulates gradients.
+    entered: list[int] = []
+    enter = LossMode.enter
+    monkeypatch.setattr(LossMode, "enter", lambda mode: (entered.append(0), enter(mode)))
+    trainer = lightning_trainer(
+        max_epochs=1, default_root_dir=tmp_path, accumulate_grad_batches=accumulate
+    )
+    onthefly.attach_lightning(trainer, project="samples", quiet=True, port=0)
+    module, data = _Inline(), _classification()
+    trainer.fit(module, DataLoader(data, batch_size=8, shuffle=True))
+    stats = tracker_of(trainer.callbacks).store.training
+    x, y = data.tensors
+    with torch.no_grad():
+        expected = F.cross_entropy(module.layer(x), y, reduction="none").numpy()
+    assert len(entered) == 1
+    assert stats.count.tolist() == [1] * len(data)
+    np.testing.assert_allclose(stats.loss_last[: len(data)], expected, rtol=1e-6)
 
 
 class Tapped(pl.Callback):

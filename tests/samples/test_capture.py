@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from onthefly.samples.capture import host_values, per_sample, training_values
+from onthefly.samples.capture import backward_values, host_values, per_sample, training_values
 from onthefly.samples.loss_spec import describe_loss
 
 
@@ -204,3 +204,39 @@ def test_a_loss_module_changed_between_steps_is_left_with_its_options_of_each_st
     loss_fn.weight = WEIGHT  # class weights: the loss is computed in the step again
     values = training_values(spec, scores, target, 6)
     assert values is not None and values.loss is not None
+
+
+@pytest.mark.parametrize(
+    "loss_of",
+    [
+        lambda s, y: F.cross_entropy(s, y),
+        lambda s, y: F.cross_entropy(s, y, ignore_index=2, reduction="sum"),
+        lambda s, y: F.nll_loss(F.log_softmax(s, 1), y) / 4,  # accumulated gradients
+        lambda s, y: F.cross_entropy(s, y) + 0.1 * s.square().mean(),  # a regulariser
+    ],
+)
+def test_the_loss_backpropagated_gives_the_values_of_its_cross_entropy_call(
+    loss_of: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> None:
+    g = torch.Generator().manual_seed(5)
+    scores = torch.randn(16, 4, generator=g, requires_grad=True)
+    target = torch.randint(0, 4, (16,), generator=g)
+    loss = loss_of(scores, target)
+    found = backward_values(loss, 16)
+    assert found is not None and found.label is target
+    ignore = found.ignore
+    expected = F.cross_entropy(scores, target, reduction="none", ignore_index=ignore)
+    torch.testing.assert_close(found.loss_now(), expected.detach(), rtol=0, atol=0)
+
+
+def test_no_values_come_from_a_loss_without_an_unweighted_class_index_nll() -> None:
+    g = torch.Generator().manual_seed(6)
+    scores = torch.randn(16, 4, generator=g, requires_grad=True)
+    target = torch.randint(0, 4, (16,), generator=g)
+    weighted = F.cross_entropy(scores, target, weight=torch.ones(4))
+    tokens = F.cross_entropy(scores.view(4, 4, 4), target.view(4, 4))  # [B, C, T] scores
+    assert backward_values(weighted, 16) is None
+    assert backward_values(tokens, 4) is None
+    assert backward_values(F.mse_loss(scores, torch.zeros(16, 4)), 16) is None
+    assert backward_values(F.cross_entropy(scores, target), 8) is None  # not this batch's size
+    assert backward_values(torch.tensor(1.0), 16) is None  # no graph
