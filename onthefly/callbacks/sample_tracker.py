@@ -39,7 +39,7 @@ from onthefly.drivers.base import TrainerHost
 from onthefly.samples import sources
 from onthefly.samples.attribution import Counter, Ids, SamplerTaps, ids_from_batch
 from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment, read
-from onthefly.samples.capture import SampleValues
+from onthefly.samples.capture import SampleValues, backward_values
 from onthefly.samples.commands import register_commands
 from onthefly.samples.history import HistoryWriter
 from onthefly.samples.loss_mode import LossMode
@@ -185,11 +185,11 @@ class SampleTracker(Callback):
         are read from their loss's graph instead: watching costs a little at every torch call
         of the forward pass (~90 µs a step on the small MLP of the benchmarks)."""
         slot = self._batch_slot
-        if self._backward:
-            slot.report_backward(loss)
+        if self._backward:  # at every step: no further call unless the slot is empty
+            if slot.values is None:
+                slot.values = backward_values(loss, slot.n)
             return
-        if self._mode.active:
-            self._mode.leave()
+        self.leave_watch()
         if self._watch and not self._backward_lost and slot.kept_from(loss):
             self._set_watch(False, 0, backward=True)
 
@@ -359,7 +359,7 @@ class SampleTracker(Callback):
             self._set_watch(self._watch, 0, self._backward)
             return
         if self._backward:  # this batch's loss held no such node: watch the calls again
-            self._backward, self._backward_lost = False, True
+            self._backward_lost = True
         misses = self._misses + 1
         if not self._watch and misses == 1:
             # The tapped loss modules were not called: try the functions.

@@ -255,7 +255,7 @@ def backward_values(loss: Any, n: int) -> SampleValues | None:
     first :data:`SEARCHED_NODES` nodes.
     """
     node: Any = getattr(loss, "grad_fn", None)
-    if type(node) is not NLL_NODE:
+    if type(node) is not NLL_NODE:  # the usual case (the loss itself) needs no search
         node = _shallowest_nll(node)
         if node is None:
             return None

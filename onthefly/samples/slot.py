@@ -113,12 +113,6 @@ class Slot:
         """Compute and keep the batch's values from a described loss call."""
         self.values = training_values(spec, preds, target, self.n, result)
 
-    def report_backward(self, loss: Any) -> None:
-        """Keep the batch's values read from the loss about to be backpropagated (see
-        :func:`~onthefly.samples.capture.backward_values`), if none were kept yet."""
-        if self.values is None:
-            self.values = backward_values(loss, self.n)
-
     def kept_from(self, loss: Any) -> bool:
         """Whether the values kept are those read from ``loss``, about to be backpropagated:
         the loss call reported is the one that loss's NLL node recorded."""
