@@ -50,7 +50,7 @@ def test_a_tapped_module_calls_its_class_s_forward_as_patched_meanwhile(
         pass
 
     LossTap(Scaled()).remove()  # an earlier fit made the tapped class
-    seen: list[int] = []
+    seen: list[str] = []
     original = Scaled.forward
 
     def patched(self: nn.Module, preds: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
