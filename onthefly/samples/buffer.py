@@ -6,8 +6,9 @@ each training batch only appends references (a few hundred nanoseconds); every
 one tensor per column and copied once — on CUDA without blocking, into pinned memory,
 polled at later batches. The host side receives the shipments in batch order; each becomes
 a :class:`Chunk` when asked (:meth:`Shipment.chunk`). Tensors that are on the CPU already
-need no copy: their concatenation, and everything else a chunk needs, waits until the chunk
-is asked for, once per shipment.
+need no copy: what a chunk needs waits until the chunk is asked for, once per shipment,
+but for the concatenation of the usual batches' kept scores and labels, done when the
+shipment starts so that it keeps no per-batch object (see :class:`_Transfer`).
 Losses a batch left to the copy (:attr:`SampleValues.unreduced`) are evaluated with the
 columns: one loss call for the copy's batches.
 """
@@ -102,23 +103,36 @@ _COLUMNS = (
 
 @dataclass
 class _Transfer:
-    """The batches of one copy: each column concatenated once, copied to the host once."""
+    """The batches of one copy: their steps, epochs and ids, and their values as one tensor
+    per column, copied to the host once — or, on the host already, what gives the columns
+    (``left``: made in :meth:`chunk`, on the reader's thread).
 
-    rows: list[_Row]
+    It keeps no per-batch object that it does not need: a shipment waits for hundreds of
+    steps before its history hand-over, and every object alive that long is one more that the
+    garbage collector walks at each of its passes over the young objects (and per-batch
+    tensors are small blocks left between the step's own allocations)."""
+
+    steps: tuple[int, ...]
+    epochs: tuple[int, ...]
+    ids: tuple[Ids, ...]
     sizes: np.ndarray
+    ignore: int | None  # a sample whose label equals it has no valid target
     parts: dict[str, HostCopy] = field(default_factory=dict)
-    on_host: bool = False  # the rows' tensors are on the CPU: columns are made in chunk()
+    left: _Kept | list[_Row] | None = None
 
     def __len__(self) -> int:
         return int(self.sizes.sum())
 
     @property
     def held_bytes(self) -> int:
+        left = self.left
+        if isinstance(left, _Kept):
+            return left.scores.nbytes
         # A few reads per batch, once per shipment.
         return sum(
             (v.predicted.nbytes if v.predicted is not None else 0)
             + (v.loss.nbytes if v.loss is not None else 0)
-            for _, _, _, v in self.rows
+            for _, _, _, v in left or ()
         )
 
     def ready(self) -> bool:
@@ -129,39 +143,36 @@ class _Transfer:
             part.wait()
 
     def chunk(self) -> Chunk:
-        if self.on_host:
-            self.on_host = False
-            self.parts = _columns(self.rows, self.sizes)
-        columns = {
-            name: _host(self.parts.get(name), dtype, fill, int(self.sizes.sum()))
-            for name, dtype, fill in _COLUMNS
+        left, self.left = self.left, None
+        if left is not None:
+            columns = left.columns() if isinstance(left, _Kept) else _batch_columns(left)
+            self.parts = _copies(columns, self.ids)
+        total = int(self.sizes.sum())
+        host = {
+            name: _host(self.parts.get(name), dtype, fill, total) for name, dtype, fill in _COLUMNS
         }
-        loss, correct, label = columns["loss"], columns["correct"], columns["label"]
+        loss, correct, label = host["loss"], host["correct"], host["label"]
         if "hit" in self.parts:
-            ignore = next((r[3].ignore for r in self.rows if r[3].ignore is not None), None)
-            from_hits = host_hits(loss, label, columns["hit"], ignore)
+            from_hits = host_hits(loss, label, host["hit"], self.ignore)
             correct = np.where(np.isnan(correct), from_hits, correct)
-        rows = self.rows
         return Chunk(
             ids=self._ids(),
             loss=loss,
             correct=correct,
             label=label,
-            step=np.repeat(np.fromiter((r[0] for r in rows), np.int64, len(rows)), self.sizes),
-            epoch=np.repeat(np.fromiter((r[1] for r in rows), np.int32, len(rows)), self.sizes),
+            step=np.repeat(np.array(self.steps, dtype=np.int64), self.sizes),
+            epoch=np.repeat(np.array(self.epochs, dtype=np.int32), self.sizes),
         )
 
     def _ids(self) -> np.ndarray:
-        rows = self.rows
         if "ids" not in self.parts:  # index lists from the sampler (or counter ranges)
-            total = int(self.sizes.sum())
-            flat = itertools.chain.from_iterable(r[2] for r in rows)
-            return np.fromiter(flat, np.int64, total)
+            flat = itertools.chain.from_iterable(self.ids)
+            return np.fromiter(flat, np.int64, int(self.sizes.sum()))
         # Some batches carried their ids as tensors (copied with the values), others not.
         from_device = self.parts["ids"].host.numpy()
         out = []
         offset = 0
-        for _, _, ids, _ in rows:
+        for ids in self.ids:
             if isinstance(ids, torch.Tensor):
                 out.append(from_device[offset : offset + len(ids)])
                 offset += len(ids)
@@ -235,12 +246,30 @@ def _left_to_copy(values: SampleValues) -> _Deferred | None:
     return _Deferred(values.unreduced, values.predicted, values.label)
 
 
-def _left_to_copy_alike(rows: list[_Row]) -> dict[str, torch.Tensor | None] | None:
-    """The usual copy's columns at once: when every batch left its loss to the copy with the
-    same loss call and kept scores of one dtype (a concatenation of others would promote
-    them: other bits), the scores and labels are concatenated once each (which also checks
-    their devices and classes), and give the losses and the hits. ``None`` for any other
-    mix of batches. A few reads per batch: this runs on the training thread."""
+class _Kept(NamedTuple):
+    """Alike batches' kept scores and labels, each concatenated once (see :func:`_kept_alike`):
+    their losses and classes come from one loss call and one :func:`hits`."""
+
+    call: LossCall
+    scores: torch.Tensor
+    labels: torch.Tensor
+
+    def columns(self) -> dict[str, torch.Tensor | None]:
+        scores, labels = self.scores, self.labels
+        return {
+            "loss": self.call(scores, labels),
+            "correct": None,
+            "label": labels,
+            "hit": hits(scores, labels),
+        }
+
+
+def _kept_alike(rows: list[_Row]) -> _Kept | None:
+    """The usual copy's scores and labels at once: when every batch left its loss to the copy
+    with the same loss call and kept scores of one dtype (a concatenation of others would
+    promote them: other bits), the scores and labels are concatenated once each (which also
+    checks their devices and classes). ``None`` for any other mix of batches. A few reads
+    per batch: this runs on the training thread."""
     call = rows[0][3].unreduced
     if call is None:
         return None
@@ -255,12 +284,7 @@ def _left_to_copy_alike(rows: list[_Row]) -> dict[str, torch.Tensor | None] | No
         labels = torch.cat([v.label for v in batches])  # type: ignore[misc]  # not None: checked
     except RuntimeError:  # several devices or numbers of classes
         return None
-    return {
-        "loss": call(scores, labels),
-        "correct": None,
-        "label": labels,
-        "hit": hits(scores, labels),
-    }
+    return _Kept(call, scores, labels)
 
 
 def _evaluate(group: list[_Deferred]) -> list[torch.Tensor | None]:
@@ -329,12 +353,22 @@ class SampleBuffer:
 
 
 def _start(rows: list[_Row]) -> _Transfer:
-    """Concatenate each column of the rows into one tensor and start copying it to the host;
-    rows already on the host are left as they are (see the module docstring)."""
-    sizes = np.array([len(row[2]) for row in rows], dtype=np.int64)
+    """Concatenate each column of the rows into one tensor and start copying it to the host.
+    Rows already on the host leave their columns to the reader (see the module docstring):
+    alike batches' scores and labels are concatenated now, so that the rows go now."""
+    steps, epochs, ids, values = zip(*rows, strict=True)  # rows of four
+    transfer = _Transfer(
+        steps,
+        epochs,
+        ids,
+        np.array([len(batch) for batch in ids], dtype=np.int64),
+        next((v.ignore for v in values if v.ignore is not None), None),
+    )
     if _on_host(rows):
-        return _Transfer(rows, sizes, on_host=True)
-    return _Transfer(rows, sizes, _columns(rows, sizes))
+        transfer.left = _kept_alike(rows) or rows
+    else:
+        transfer.parts = _copies(_columns(rows), ids)
+    return transfer
 
 
 def _on_host(rows: list[_Row]) -> bool:
@@ -350,18 +384,28 @@ def _on_host(rows: list[_Row]) -> bool:
     return True
 
 
-def _columns(rows: list[_Row], sizes: np.ndarray) -> dict[str, HostCopy]:
-    """Each column of the rows as one tensor, its copy to the host started."""
-    columns = _left_to_copy_alike(rows)
-    if columns is None:
-        by_name: dict[str, list[torch.Tensor | None]] = {
-            "loss": _losses(rows),
-            "correct": [row[3].correct for row in rows],
-            "label": [row[3].label for row in rows],
-            "hit": [_row_hits(row[3]) for row in rows],
-        }
-        columns = {name: _column(name, sizes, by_name[name]) for name, _, _ in _COLUMNS}
-    tensor_ids = [row[2] for row in rows if isinstance(row[2], torch.Tensor)]
+def _columns(rows: list[_Row]) -> dict[str, torch.Tensor | None]:
+    """Each column of the rows as one tensor (``None``: no batch has it)."""
+    kept = _kept_alike(rows)
+    return kept.columns() if kept is not None else _batch_columns(rows)
+
+
+def _batch_columns(rows: list[_Row]) -> dict[str, torch.Tensor | None]:
+    """:func:`_columns` of batches that are not alike: batch by batch."""
+    sizes = np.array([len(row[2]) for row in rows], dtype=np.int64)
+    by_name: dict[str, list[torch.Tensor | None]] = {
+        "loss": _losses(rows),
+        "correct": [row[3].correct for row in rows],
+        "label": [row[3].label for row in rows],
+        "hit": [_row_hits(row[3]) for row in rows],
+    }
+    return {name: _column(name, sizes, by_name[name]) for name, _, _ in _COLUMNS}
+
+
+def _copies(columns: dict[str, torch.Tensor | None], ids: tuple[Ids, ...]) -> dict[str, HostCopy]:
+    """The columns' copies to the host, started; ids that batches carried as tensors are one
+    more column."""
+    tensor_ids = [batch for batch in ids if isinstance(batch, torch.Tensor)]
     if tensor_ids:
         columns["ids"] = torch.cat(tensor_ids)
     return {name: copy_to_host(stacked) for name, stacked in columns.items() if stacked is not None}

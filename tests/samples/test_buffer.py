@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -112,13 +113,13 @@ def test_a_copy_of_alike_batches_gives_each_batch_its_own_losses_and_classes(
     spec = describe_loss(loss_fn)
     assert spec is not None
     shortcut: list[Any] = []  # what each copy's shortcut gave (None: not taken)
-    alike = buffer_module._left_to_copy_alike
+    alike = buffer_module._kept_alike
 
     def spied(rows: Any) -> Any:
         shortcut.append(alike(rows))
         return shortcut[-1]
 
-    monkeypatch.setattr(buffer_module, "_left_to_copy_alike", spied)
+    monkeypatch.setattr(buffer_module, "_kept_alike", spied)
     chunks: list[Chunk] = []
     buffer = SampleBuffer(lambda shipped: chunks.append(shipped.chunk()), every_steps=100)
     g = torch.Generator().manual_seed(1)
@@ -144,3 +145,33 @@ def test_a_copy_of_alike_batches_gives_each_batch_its_own_losses_and_classes(
     assert np.array_equal(chunk.correct[labels != 2], right[labels != 2])
     assert np.isnan(chunk.correct[labels == 2]).all()
     assert chunk.ids.tolist() == list(range(start))
+
+
+def test_a_shipment_waiting_on_the_host_keeps_no_batch_of_its_own() -> None:
+    # A shipment waits hundreds of steps for its history hand-over: it keeps the batches'
+    # scores and labels joined, not each batch's tensors and values (objects the garbage
+    # collector would walk at every pass until then), and still gives each batch its values.
+    spec = describe_loss(nn.CrossEntropyLoss())
+    assert spec is not None
+    shipped: list[Shipment] = []
+    buffer = SampleBuffer(shipped.append, every_steps=3, every_s=3600)
+    g = torch.Generator().manual_seed(2)
+    kept, want, start = [], [], 0
+    for step, size in enumerate([5, 3, 4]):
+        scores = torch.randn(size, 4, generator=g).requires_grad_()
+        target = torch.randint(0, 4, (size,), generator=g)
+        values = training_values(spec, scores, target, size)
+        assert values is not None and values.predicted is not None and values.loss is None
+        kept += [weakref.ref(values.predicted), weakref.ref(target)]
+        want.append(spec.unreduced(scores.detach(), target))
+        buffer.add(step, 0, list(range(start, start + size)), values)
+        start += size
+    del scores, target, values
+    (shipment,) = shipped
+    assert [ref() for ref in kept] == [None] * len(kept)  # the batches' own tensors are gone
+    assert shipment.held_bytes == 12 * 4 * 4  # the joined scores
+    chunk = shipment.chunk()
+    np.testing.assert_array_equal(chunk.loss, torch.cat(want).numpy())
+    assert (
+        chunk.ids.tolist() == list(range(12)) and chunk.step.tolist() == [0] * 5 + [1] * 3 + [2] * 4
+    )
