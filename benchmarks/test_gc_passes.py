@@ -7,8 +7,9 @@ training step, the batch being collated as well. Objects that a recorder keeps a
 hundreds of steps bring each pass sooner, so they cost the training thread time that no
 timer around the recorder's own code shows. Counted on the seed MLP (``MLP_STEPS`` steps,
 two hand-overs of the per-sample history) under the drivers of
-``test_training_overhead.py``; a count of passes does not move with the machine's speed,
-their time does.
+``test_training_overhead.py``. A count of passes does not move with the machine's speed,
+their time does; it moves a little with what the process did before (27 to 33 native in
+separate runs of the same code).
 """
 
 from __future__ import annotations
