@@ -118,7 +118,7 @@ class _Transfer:
     sizes: np.ndarray
     ignore: int | None  # a sample whose label equals it has no valid target
     parts: dict[str, HostCopy] = field(default_factory=dict)
-    left: _Kept | list[_Row] | None = None
+    left: _Deferred | list[_Row] | None = None
 
     def __len__(self) -> int:
         return int(self.sizes.sum())
@@ -126,7 +126,7 @@ class _Transfer:
     @property
     def held_bytes(self) -> int:
         left = self.left
-        if isinstance(left, _Kept):
+        if isinstance(left, _Deferred):
             return left.scores.nbytes
         # A few reads per batch, once per shipment.
         return sum(
@@ -145,7 +145,9 @@ class _Transfer:
     def chunk(self) -> Chunk:
         left, self.left = self.left, None
         if left is not None:
-            columns = left.columns() if isinstance(left, _Kept) else _batch_columns(left)
+            columns = (
+                left.columns() if isinstance(left, _Deferred) else _batch_columns(left, self.sizes)
+            )
             self.parts = _copies(columns, self.ids)
         total = int(self.sizes.sum())
         host = {
@@ -223,9 +225,22 @@ def _losses(rows: list[_Row]) -> list[torch.Tensor | None]:
 
 
 class _Deferred(NamedTuple):
+    """A loss call left to the copy and what it is evaluated from: one batch's kept scores
+    and labels, or those of alike batches concatenated (:func:`_kept_alike`)."""
+
     call: LossCall
     scores: torch.Tensor
     label: torch.Tensor
+
+    def columns(self) -> dict[str, torch.Tensor | None]:
+        """The batches' columns: losses from one loss call, classes from one :func:`hits`."""
+        scores, label = self.scores, self.label
+        return {
+            "loss": self.call(scores, label),
+            "correct": None,
+            "label": label,
+            "hit": hits(scores, label),
+        }
 
     def joins(self, first: _Deferred) -> bool:
         # Scores of another dtype would be promoted by the concatenation: other bits.
@@ -246,25 +261,7 @@ def _left_to_copy(values: SampleValues) -> _Deferred | None:
     return _Deferred(values.unreduced, values.predicted, values.label)
 
 
-class _Kept(NamedTuple):
-    """Alike batches' kept scores and labels, each concatenated once (see :func:`_kept_alike`):
-    their losses and classes come from one loss call and one :func:`hits`."""
-
-    call: LossCall
-    scores: torch.Tensor
-    labels: torch.Tensor
-
-    def columns(self) -> dict[str, torch.Tensor | None]:
-        scores, labels = self.scores, self.labels
-        return {
-            "loss": self.call(scores, labels),
-            "correct": None,
-            "label": labels,
-            "hit": hits(scores, labels),
-        }
-
-
-def _kept_alike(rows: list[_Row]) -> _Kept | None:
+def _kept_alike(rows: list[_Row]) -> _Deferred | None:
     """The usual copy's scores and labels at once: when every batch left its loss to the copy
     with the same loss call and kept scores of one dtype (a concatenation of others would
     promote them: other bits), the scores and labels are concatenated once each (which also
@@ -284,7 +281,7 @@ def _kept_alike(rows: list[_Row]) -> _Kept | None:
         labels = torch.cat([v.label for v in batches])  # type: ignore[misc]  # not None: checked
     except RuntimeError:  # several devices or numbers of classes
         return None
-    return _Kept(call, scores, labels)
+    return _Deferred(call, scores, labels)
 
 
 def _evaluate(group: list[_Deferred]) -> list[torch.Tensor | None]:
@@ -367,7 +364,7 @@ def _start(rows: list[_Row]) -> _Transfer:
     if _on_host(rows):
         transfer.left = _kept_alike(rows) or rows
     else:
-        transfer.parts = _copies(_columns(rows), ids)
+        transfer.parts = _copies(_columns(rows, transfer.sizes), ids)
     return transfer
 
 
@@ -384,15 +381,15 @@ def _on_host(rows: list[_Row]) -> bool:
     return True
 
 
-def _columns(rows: list[_Row]) -> dict[str, torch.Tensor | None]:
-    """Each column of the rows as one tensor (``None``: no batch has it)."""
+def _columns(rows: list[_Row], sizes: np.ndarray) -> dict[str, torch.Tensor | None]:
+    """Each column of the rows (of ``sizes`` samples) as one tensor (``None``: no batch has
+    it)."""
     kept = _kept_alike(rows)
-    return kept.columns() if kept is not None else _batch_columns(rows)
+    return kept.columns() if kept is not None else _batch_columns(rows, sizes)
 
 
-def _batch_columns(rows: list[_Row]) -> dict[str, torch.Tensor | None]:
+def _batch_columns(rows: list[_Row], sizes: np.ndarray) -> dict[str, torch.Tensor | None]:
     """:func:`_columns` of batches that are not alike: batch by batch."""
-    sizes = np.array([len(row[2]) for row in rows], dtype=np.int64)
     by_name: dict[str, list[torch.Tensor | None]] = {
         "loss": _losses(rows),
         "correct": [row[3].correct for row in rows],
