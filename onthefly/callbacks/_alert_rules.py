@@ -214,7 +214,9 @@ def _middle(ordered: np.ndarray) -> float:
     half = len(ordered) // 2
     if len(ordered) % 2:
         return float(ordered[half])
-    return float((ordered[half - 1] + ordered[half]) / 2)
+    # Python floats, as statistics.median adds them: two values near the float64 limit
+    # give inf there, where NumPy's scalars would warn of the overflow.
+    return (float(ordered[half - 1]) + float(ordered[half])) / 2
 
 
 class Stalls:

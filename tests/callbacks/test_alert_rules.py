@@ -8,7 +8,7 @@ import statistics
 from collections import deque
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from onthefly.callbacks._alert_rules import LossSpikes, NonFinite, Stalls, _median_and_deviation
@@ -132,6 +132,7 @@ _SERIES = st.lists(
 
 
 @given(_SERIES, st.lists(st.integers(min_value=1, max_value=70), min_size=1, max_size=20))
+@example([1.0] * 4 + [1e308] * 6 + [1.0], [1])  # a median of two 1e308: inf, not a warning
 def test_observing_a_batch_says_what_observing_its_steps_one_by_one_says(
     values: list[float], sizes: list[int]
 ) -> None:
