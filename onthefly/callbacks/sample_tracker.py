@@ -342,7 +342,7 @@ class SampleTracker(Callback):
             self._history.add(shipment)
             return
         if self._outbox is not None:  # another rank: what it sends to rank 0 is read here
-            chunk = read(shipment)
+            chunk = read([shipment])
             if chunk is not None:
                 self._outbox.append(chunk)
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -79,14 +79,26 @@ class Shipment(Protocol):
         ...
 
 
-def read(shipment: Shipment) -> Chunk | None:
-    """``shipment.chunk()``, or ``None`` (logged) where reading it failed: a bug there must
-    cost neither the run nor the other shipments."""
-    try:
-        return shipment.chunk()
-    except Exception:
-        log.exception("OnTheFly could not read shipped per-sample values; they are skipped")
-        return None
+def read(shipments: Sequence[Shipment]) -> Chunk | None:
+    """The shipments' values on the host as one chunk, in order; ``None`` where none could be
+    read. Consecutive shipments of alike batches waiting on the host are read as one (one
+    loss call, one conversion of each column for all of them, instead of one each and a
+    concatenation of the results). A shipment, or such a run of them, whose reading failed
+    is skipped (logged): a bug there must cost neither the run nor the other shipments."""
+    chunks = []
+    for run in _alike_runs(shipments):
+        try:
+            chunks.append((_Transfer.together(run) if len(run) > 1 else run[0]).chunk())
+        except Exception:
+            log.exception("OnTheFly could not read shipped per-sample values; they are skipped")
+    return joined(chunks) if chunks else None
+
+
+def joined(chunks: Sequence[Chunk]) -> Chunk:
+    """One chunk holding ``chunks``' rows, in order."""
+    if len(chunks) == 1:
+        return chunks[0]
+    return Chunk(*(np.concatenate([getattr(c, f.name) for c in chunks]) for f in fields(Chunk)))
 
 
 _Row = tuple[int, int, Ids, SampleValues]
@@ -135,6 +147,34 @@ class _Transfer:
             for _, _, _, v in left or ()
         )
 
+    def joins(self, first: _Transfer) -> bool:
+        """Whether this transfer's batches read with ``first``'s as one: both wait on the
+        host with alike batches' scores and labels for the same loss call."""
+        mine, theirs = self.left, first.left
+        return (
+            isinstance(mine, _Deferred)
+            and isinstance(theirs, _Deferred)
+            and mine.joins(theirs)
+            and self.ignore == first.ignore
+        )
+
+    @classmethod
+    def together(cls, run: Sequence[_Transfer]) -> _Transfer:
+        """One transfer of ``run``'s batches, in order (each :meth:`joins` the first)."""
+        kept = [t.left for t in run if isinstance(t.left, _Deferred)]  # all: joins()
+        return cls(
+            tuple(itertools.chain.from_iterable(t.steps for t in run)),
+            tuple(itertools.chain.from_iterable(t.epochs for t in run)),
+            tuple(itertools.chain.from_iterable(t.ids for t in run)),
+            np.concatenate([t.sizes for t in run]),
+            run[0].ignore,
+            left=_Deferred(
+                kept[0].call,
+                torch.cat([d.scores for d in kept]),
+                torch.cat([d.label for d in kept]),
+            ),
+        )
+
     def ready(self) -> bool:
         return all(part.ready() for part in self.parts.values())
 
@@ -181,6 +221,23 @@ class _Transfer:
             else:
                 out.append(np.asarray(ids, dtype=np.int64))
         return np.concatenate(out).astype(np.int64, copy=False)
+
+
+def _alike_runs(shipments: Sequence[Shipment]) -> list[list[Any]]:
+    """``shipments`` in order, in runs that read as one (:meth:`_Transfer.joins`); any other
+    shipment is a run of its own."""
+    runs: list[list[Any]] = []
+    for shipment in shipments:
+        first = runs[-1][0] if runs else None
+        if (
+            isinstance(shipment, _Transfer)
+            and isinstance(first, _Transfer)
+            and shipment.joins(first)
+        ):
+            runs[-1].append(shipment)
+        else:
+            runs.append([shipment])
+    return runs
 
 
 def _host(part: HostCopy | None, dtype: type, fill: float, total: int) -> np.ndarray:

@@ -21,14 +21,12 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from onthefly.samples.buffer import Chunk, Shipment, read
+from onthefly.samples.buffer import Chunk, Shipment, joined, read
 
 log = logging.getLogger(__name__)
 
@@ -143,10 +141,9 @@ class HistoryWriter:
                     self._write()
                 done.set()
                 continue
-            chunks = [chunk for chunk in map(read, item) if chunk is not None]
-            if not chunks:
+            chunk = read(item)
+            if chunk is None:
                 continue
-            chunk = _joined(chunks)
             self._fold_in(chunk)
             self._part.append(chunk)
             self._part_rows += len(chunk)
@@ -167,7 +164,7 @@ class HistoryWriter:
         if not chunks or self._failed:
             return
         try:
-            chunk = _joined(chunks)
+            chunk = joined(chunks)
             table = pa.table(
                 [
                     pa.array(chunk.step),
@@ -194,10 +191,3 @@ class HistoryWriter:
             return
         self._parts += 1
         self.rows_written += table.num_rows
-
-
-def _joined(chunks: list[Chunk]) -> Chunk:
-    """One chunk holding ``chunks``' rows, in order."""
-    if len(chunks) == 1:
-        return chunks[0]
-    return Chunk(*(np.concatenate([getattr(c, f.name) for c in chunks]) for f in fields(Chunk)))

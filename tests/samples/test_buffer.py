@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from onthefly.samples import buffer as buffer_module
-from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment
+from onthefly.samples.buffer import Chunk, SampleBuffer, Shipment, joined, read
 from onthefly.samples.capture import SampleValues, training_values
 from onthefly.samples.loss_spec import describe_loss
 
@@ -175,3 +175,67 @@ def test_a_shipment_waiting_on_the_host_keeps_no_batch_of_its_own() -> None:
     assert (
         chunk.ids.tolist() == list(range(12)) and chunk.step.tolist() == [0] * 5 + [1] * 3 + [2] * 4
     )
+
+
+def _shipments(every_steps: int) -> list[Shipment]:
+    """Ten batches, shipped every ``every_steps``: alike batches, one batch whose loss its step
+    computed (step 4), and another loss call from step 6 on (an option changed)."""
+    loss_fn = nn.CrossEntropyLoss(ignore_index=1)
+    spec = describe_loss(loss_fn)
+    assert spec is not None
+    shipped: list[Shipment] = []
+    buffer = SampleBuffer(shipped.append, every_steps=every_steps, every_s=3600)
+    g = torch.Generator().manual_seed(3)
+    start = 0
+    for step in range(10):
+        loss_fn.label_smoothing = 0.2 if step >= 6 else 0.0
+        size = 3 + step % 4
+        scores = torch.randn(size, 5, generator=g).requires_grad_()
+        target = torch.randint(0, 5, (size,), generator=g)
+        values = training_values(spec, scores, target, size)
+        assert values is not None and values.loss is None
+        if step == 4:
+            values = SampleValues(torch.rand(size, generator=g))
+        buffer.add(step, step // 5, list(range(start, start + size)), values)
+        start += size
+    buffer.flush()
+    return shipped
+
+
+class _Broken:
+    """A shipment whose reading fails (a bug)."""
+
+    held_bytes = 0
+
+    def __len__(self) -> int:
+        return 2
+
+    def chunk(self) -> Chunk:
+        raise RuntimeError("a bug in reading")
+
+
+def test_alike_shipments_read_together_give_what_each_gives_alone(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A history hand-over reads its shipments together: a run of consecutive shipments of
+    # alike batches (one loss call) is read as one: one loss call for the run, and every
+    # sample with the bits its own shipment gives alone. Other shipments are read apart; one
+    # that fails is skipped, the others kept.
+    alone = joined([shipment.chunk() for shipment in _shipments(every_steps=2)])
+    calls: list[int] = []
+    columns = buffer_module._Deferred.columns
+
+    def counted(self: Any) -> Any:
+        calls.append(len(self.label))
+        return columns(self)
+
+    monkeypatch.setattr(buffer_module._Deferred, "columns", counted)
+    shipped = _shipments(every_steps=2)  # [0 1] [2 3] | [4 5] | [6 7] [8 9]
+    together = read([*shipped[:3], _Broken(), *shipped[3:]])
+    assert together is not None
+    assert calls == [3 + 4 + 5 + 6, 5 + 6 + 3 + 4]  # the two runs of alike shipments
+    for name in ("ids", "loss", "correct", "label", "step", "epoch"):
+        mine, want = getattr(together, name), getattr(alone, name)
+        assert mine.dtype == want.dtype and np.array_equal(mine, want, equal_nan=True), name
+    assert "could not read shipped per-sample values" in caplog.text
+    assert read([_Broken()]) is None
