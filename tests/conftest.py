@@ -4,10 +4,20 @@ no test leaves worker processes behind."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# `make test` draws the same property-test examples on every machine and at every run
+# (derandomized), with no per-example time limit (these machines' speed varies): a red run
+# is then one that any machine reproduces. `HYPOTHESIS_PROFILE=explore` draws new examples
+# (Hypothesis's defaults); keep a failure it finds as an `@example`.
+settings.register_profile("repeatable", derandomize=True, deadline=None)
+settings.register_profile("explore")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(autouse=True)
