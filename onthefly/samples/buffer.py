@@ -324,18 +324,23 @@ def _kept_alike(rows: list[_Row]) -> _Deferred | None:
     promote them: other bits), the scores and labels are concatenated once each (which also
     checks their devices and classes). ``None`` for any other mix of batches. A few reads
     per batch: this runs on the training thread."""
-    call = rows[0][3].unreduced
-    if call is None:
+    first = rows[0][3]
+    call, like = first.unreduced, first.predicted
+    if call is None or like is None:
         return None
-    batches = [row[3] for row in rows]
-    if any(v.unreduced != call or v.loss is not None or v.label is None for v in batches):
-        return None
-    kept: list[Any] = [v.predicted for v in batches]
-    if any(t is None or t.ndim != 2 for t in kept) or len({t.dtype for t in kept}) != 1:
-        return None
+    scores_of, labels_of = [], []
+    for row in rows:  # one plain loop: a generator's resumption per batch costs more
+        values = row[3]
+        scores, label = values.predicted, values.label
+        if values.unreduced != call or values.loss is not None or label is None:
+            return None
+        if scores is None or scores.ndim != 2 or scores.dtype != like.dtype:
+            return None
+        scores_of.append(scores)
+        labels_of.append(label)
     try:
-        scores = torch.cat(kept)
-        labels = torch.cat([v.label for v in batches])  # type: ignore[misc]  # not None: checked
+        scores = torch.cat(scores_of)
+        labels = torch.cat(labels_of)
     except RuntimeError:  # several devices or numbers of classes
         return None
     return _Deferred(call, scores, labels)
