@@ -161,18 +161,14 @@ class _Transfer:
     @classmethod
     def together(cls, run: Sequence[_Transfer]) -> _Transfer:
         """One transfer of ``run``'s batches, in order (each :meth:`joins` the first)."""
-        kept = [t.left for t in run if isinstance(t.left, _Deferred)]  # all: joins()
         return cls(
             tuple(itertools.chain.from_iterable(t.steps for t in run)),
             tuple(itertools.chain.from_iterable(t.epochs for t in run)),
             tuple(itertools.chain.from_iterable(t.ids for t in run)),
             np.concatenate([t.sizes for t in run]),
             run[0].ignore,
-            left=_Deferred(
-                kept[0].call,
-                torch.cat([d.scores for d in kept]),
-                torch.cat([d.label for d in kept]),
-            ),
+            # All of them _Deferred (joins()); the filter says so to the type checker.
+            left=_Deferred.joined([t.left for t in run if isinstance(t.left, _Deferred)]),
         )
 
     def ready(self) -> bool:
@@ -299,6 +295,15 @@ class _Deferred(NamedTuple):
             "hit": hits(scores, label),
         }
 
+    @classmethod
+    def joined(cls, group: Sequence[_Deferred]) -> _Deferred:
+        """One call for ``group``'s scores and labels, concatenated in order (each
+        :meth:`joins` the first)."""
+        if len(group) == 1:
+            return group[0]
+        scores = torch.cat([d.scores for d in group])
+        return cls(group[0].call, scores, torch.cat([d.label for d in group]))
+
     def joins(self, first: _Deferred) -> bool:
         # Scores of another dtype would be promoted by the concatenation: other bits.
         scores, like = self.scores, first.scores
@@ -318,19 +323,18 @@ def _left_to_copy(values: SampleValues) -> _Deferred | None:
     return _Deferred(values.unreduced, values.predicted, values.label)
 
 
-def _kept_alike(rows: list[_Row]) -> _Deferred | None:
+def _kept_alike(batches: Sequence[SampleValues]) -> _Deferred | None:
     """The usual copy's scores and labels at once: when every batch left its loss to the copy
     with the same loss call and kept scores of one dtype (a concatenation of others would
     promote them: other bits), the scores and labels are concatenated once each (which also
     checks their devices and classes). ``None`` for any other mix of batches. A few reads
     per batch: this runs on the training thread."""
-    first = rows[0][3]
+    first = batches[0]
     call, like = first.unreduced, first.predicted
     if call is None or like is None:
         return None
     scores_of, labels_of = [], []
-    for row in rows:  # one plain loop: a generator's resumption per batch costs more
-        values = row[3]
+    for values in batches:  # one plain loop: a generator's resumption per batch costs more
         scores, label = values.predicted, values.label
         if values.unreduced != call or values.loss is not None or label is None:
             return None
@@ -347,11 +351,11 @@ def _kept_alike(rows: list[_Row]) -> _Deferred | None:
 
 
 def _evaluate(group: list[_Deferred]) -> list[torch.Tensor | None]:
-    if len(group) <= 1:
-        return [d.call(d.scores, d.label) for d in group]
-    call = group[0].call
-    joined = call(torch.cat([d.scores for d in group]), torch.cat([d.label for d in group]))
-    return list(joined.split([d.label.shape[0] for d in group]))
+    if not group:
+        return []
+    call = _Deferred.joined(group)
+    losses = call.call(call.scores, call.label)
+    return list(losses.split([d.label.shape[0] for d in group])) if len(group) > 1 else [losses]
 
 
 def _column(
@@ -423,10 +427,12 @@ def _start(rows: list[_Row]) -> _Transfer:
         np.array([len(batch) for batch in ids], dtype=np.int64),
         next((v.ignore for v in values if v.ignore is not None), None),
     )
+    kept = _kept_alike(values)
     if _on_host(rows):
-        transfer.left = _kept_alike(rows) or rows
+        transfer.left = kept or rows
     else:
-        transfer.parts = _copies(_columns(rows, transfer.sizes), ids)
+        columns = kept.columns() if kept is not None else _batch_columns(rows, transfer.sizes)
+        transfer.parts = _copies(columns, ids)
     return transfer
 
 
@@ -443,15 +449,9 @@ def _on_host(rows: list[_Row]) -> bool:
     return True
 
 
-def _columns(rows: list[_Row], sizes: np.ndarray) -> dict[str, torch.Tensor | None]:
-    """Each column of the rows (of ``sizes`` samples) as one tensor (``None``: no batch has
-    it)."""
-    kept = _kept_alike(rows)
-    return kept.columns() if kept is not None else _batch_columns(rows, sizes)
-
-
 def _batch_columns(rows: list[_Row], sizes: np.ndarray) -> dict[str, torch.Tensor | None]:
-    """:func:`_columns` of batches that are not alike: batch by batch."""
+    """Each column of the rows (of ``sizes`` samples) as one tensor (``None``: no batch has
+    it), batch by batch: for batches that are not alike (:func:`_kept_alike`)."""
     by_name: dict[str, list[torch.Tensor | None]] = {
         "loss": _losses(rows),
         "correct": [row[3].correct for row in rows],
