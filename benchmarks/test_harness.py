@@ -39,3 +39,23 @@ def test_a_benchmark_stopped_by_its_timeout_leaves_the_others_in_the_report(
     assert [bench["name"] for bench in json.loads(report.read_text())["benchmarks"]] == [
         "test_measured"
     ]
+
+
+def test_slowed_clocks_run_the_given_factor_slower() -> None:
+    # In a process of its own: the clocks stay slowed in the process that slowed them.
+    code = """
+import time
+real = lambda: time.clock_gettime(time.CLOCK_MONOTONIC)
+from benchmarks.callgrind_run import dilate
+dilate(10.0)
+clocks = (time.perf_counter, time.monotonic, time.time)
+before, start = [clock() for clock in clocks], real()
+time.sleep(0.2)
+after, elapsed = [clock() for clock in clocks], real() - start
+print(all(abs((b - a) * 10 - elapsed) < 0.01 for a, b in zip(before, after)))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True,
+        cwd=Path(__file__).parents[1], timeout=60,
+    )  # fmt: skip
+    assert done.stdout.strip() == "True", done.stdout + done.stderr
