@@ -32,7 +32,8 @@ drivers' fastest rounds (``fastest: …``, the estimate ``timeit`` recommends), 
 that a slow stretch moves less. The floors tell how far a run can be trusted: they do more
 than the bare loops, so a floor's ratio below 1 means the run was noisier than the
 differences it measures (and where the fastest rounds' floors are off too, neither figure
-measures the code). The host syncs
+measures the code). Per-sample capture's own share is measured head to head: (b) and (d)
+against the same runs with ``track_samples=False`` (the ``part:`` ratios). The host syncs
 OnTheFly adds per step are counted in ``test_host_syncs.py``.
 """
 
@@ -254,7 +255,7 @@ def _plain(work: Workload, measured: bool = False) -> PerStep:
     return _per_step(start, end, work.steps - WARMUP)
 
 
-def _native(work: Workload, session: bool = True) -> PerStep:
+def _native(work: Workload, session: bool = True, track_samples: bool = True) -> PerStep:
     torch.manual_seed(0)
     model = work.make_model()
     clock, watcher = _StepClock(), _Watcher()
@@ -266,6 +267,7 @@ def _native(work: Workload, session: bool = True) -> PerStep:
             progress_bar=False,
             callbacks=[clock, watcher],
             quiet=True,
+            track_samples=track_samples,
         )
     else:  # the loop alone
         trainer = onthefly.Trainer(
@@ -280,7 +282,9 @@ def _native(work: Workload, session: bool = True) -> PerStep:
     return clock.per_step
 
 
-def _lightning(work: Workload, attach: bool, measured: bool = False) -> PerStep:
+def _lightning(
+    work: Workload, attach: bool, measured: bool = False, track_samples: bool = True
+) -> PerStep:
     torch.manual_seed(0)
     measurements = _Measurements() if measured else None
     module = _Module(work.make_model(), measurements)
@@ -290,7 +294,9 @@ def _lightning(work: Workload, attach: bool, measured: bool = False) -> PerStep:
     if not attach:
         trainer.fit(module, train_dataloaders=make_loader(work))
         return clock.per_step
-    onthefly.attach_lightning(trainer, project="bench", run_name="lightning", quiet=True)
+    onthefly.attach_lightning(
+        trainer, project="bench", run_name="lightning", quiet=True, track_samples=track_samples
+    )
     watcher = _Watcher()
     trainer.callbacks.append(watcher)  # type: ignore[attr-defined]
     with _watching_client(watcher):
@@ -306,6 +312,10 @@ DRIVERS: dict[str, Callable[[Workload], PerStep]] = {
     "native loop only": lambda work: _native(work, session=False),
     "plain floor": lambda work: _plain(work, measured=True),
     "lightning floor": lambda work: _lightning(work, attach=False, measured=True),
+    "native, no per-sample capture": lambda work: _native(work, track_samples=False),
+    "lightning+onthefly, no per-sample capture": lambda work: _lightning(
+        work, attach=True, track_samples=False
+    ),
 }
 
 
@@ -315,8 +325,14 @@ RATIOS = {
     "floor: plain floor/plain": ("plain floor", "plain"),
     "floor: native loop only/plain": ("native loop only", "plain"),
     "floor: lightning floor/lightning": ("lightning floor", "lightning"),
+    "part: per-sample capture, native": ("native", "native, no per-sample capture"),
+    "part: per-sample capture, lightning": (
+        "lightning+onthefly",
+        "lightning+onthefly, no per-sample capture",
+    ),
 }
-"""Each reported ratio: (measured, baseline)."""
+"""Each reported ratio: (measured, baseline). The ``part:`` ratios divide the targets' ratios:
+what per-sample capture (on by default, ``track_samples=``) costs of the step, head to head."""
 
 
 @dataclass(frozen=True)
