@@ -259,24 +259,13 @@ def _native(work: Workload, session: bool = True, track_samples: bool = True) ->
     torch.manual_seed(0)
     model = work.make_model()
     clock, watcher = _StepClock(), _Watcher()
-    if session:
-        trainer = onthefly.Trainer(
-            project="bench",
-            run_name="native",
-            max_steps=work.steps,
-            progress_bar=False,
-            callbacks=[clock, watcher],
-            quiet=True,
-            track_samples=track_samples,
-        )
-    else:  # the loop alone
-        trainer = onthefly.Trainer(
-            project="bench",
-            max_steps=work.steps,
-            progress_bar=False,
-            callbacks=[clock],
-            session=False,
-        )
+    session_options = {"run_name": "native", "quiet": True, "track_samples": track_samples}
+    options: dict[str, Any] = (
+        {"callbacks": [clock, watcher], **session_options}
+        if session
+        else {"callbacks": [clock], "session": False}  # the loop alone
+    )
+    trainer = onthefly.Trainer(project="bench", max_steps=work.steps, progress_bar=False, **options)
     with _watching_client(watcher) if session else nullcontext():
         fit_native(trainer, model, work)
     return clock.per_step
